@@ -1,0 +1,32 @@
+"""Run naming, hyperparameter logging, saving and the console progress line."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+
+
+def run_name(env: str, exp_name: str, seed: int) -> str:
+    return f"{env}__{exp_name}__{seed}__{int(time.time())}"
+
+
+def hparams_markdown(args) -> str:
+    rows = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+    return f"|param|value|\n|-|-|\n{rows}"
+
+
+def save_args(args, path: Path) -> None:
+    path.write_text(json.dumps(dataclasses.asdict(args), indent=2, default=str))
+
+
+def progress_line(global_step: int, total: int, sps: float, episodic_return: float, model_loss: float) -> str:
+    """One console line per iteration: step, SPS, mean return of the episodes that ended, model loss, time left."""
+    left = (total - global_step) / max(sps, 1e-9)
+    ret = "     -" if math.isnan(episodic_return) else f"{episodic_return:6.3f}"
+    return (
+        f"step {global_step:>10,}/{total:,} | SPS {sps:6.0f} | return {ret} | "
+        f"model loss {model_loss:.4g} | left {time.strftime('%H:%M:%S', time.gmtime(left))}"
+    )

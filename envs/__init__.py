@@ -1,0 +1,94 @@
+"""Environments, their names, and the observation wrapper every algorithm file uses.
+
+Importing this package registers ColorDoorKey with gymnasium (`ColorDoorKey-8x8-v0`, ...)
+next to MiniGrid's own ids.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import minigrid  # noqa: F401  (registers the MiniGrid-* ids)
+import numpy as np
+from minigrid.core.constants import COLOR_NAMES, COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
+
+from envs.color_door_key import ColorDoorKeyEnv, check_color, key_distance
+
+__all__ = [
+    "COLOR_NAMES",
+    "ColorDoorKeyEnv",
+    "OneHotFlatObs",
+    "check_color",
+    "check_phase_schedule",
+    "is_color_door_key",
+    "key_distance",
+    "known_env_names",
+    "resolve_env_id",
+]
+
+COLOR_DOOR_KEY_SIZES = (6, 8, 16)
+SHORT_NAMES = {"ColorDoorKey": "ColorDoorKey-8x8-v0"} | {
+    f"ColorDoorKey-{s}x{s}": f"ColorDoorKey-{s}x{s}-v0" for s in COLOR_DOOR_KEY_SIZES
+}
+for _size in COLOR_DOOR_KEY_SIZES:
+    if f"ColorDoorKey-{_size}x{_size}-v0" not in gym.registry:
+        gym.register(f"ColorDoorKey-{_size}x{_size}-v0", entry_point=ColorDoorKeyEnv, kwargs={"size": _size})
+
+
+def known_env_names() -> list[str]:
+    registered = [k for k in gym.registry if k.startswith(("ColorDoorKey", "MiniGrid-"))]
+    return list(SHORT_NAMES) + sorted(registered)
+
+
+def resolve_env_id(name: str) -> str:
+    """The gymnasium id for a `--env` name: a ColorDoorKey short name or a registered id."""
+    if name in SHORT_NAMES:
+        return SHORT_NAMES[name]
+    if name in gym.registry and name.startswith(("ColorDoorKey", "MiniGrid-")):
+        return name
+    raise ValueError(f"unknown env {name!r}; known names: {', '.join(known_env_names())}")
+
+
+def is_color_door_key(env_id: str) -> bool:
+    return gym.spec(env_id).entry_point is ColorDoorKeyEnv
+
+
+def check_phase_schedule(change_steps: list[int], colors: list[str], total_timesteps: int) -> None:
+    """Raise ValueError unless `colors` gives one known colour per phase and `change_steps`
+    are strictly increasing global steps inside (0, total_timesteps)."""
+    for color in colors:
+        check_color(color)
+    if len(colors) != len(change_steps) + 1:
+        raise ValueError(
+            f"{len(change_steps)} change step(s) make {len(change_steps) + 1} phase(s), "
+            f"but {len(colors)} correct key colour(s) were given"
+        )
+    if any(b <= a for a, b in zip(change_steps, change_steps[1:])):
+        raise ValueError(f"change steps must be strictly increasing, got {change_steps}")
+    if change_steps and not (0 < change_steps[0] and change_steps[-1] < total_timesteps):
+        raise ValueError(f"change steps must lie in (0, total-timesteps={total_timesteps}), got {change_steps}")
+
+
+NUM_CHANNELS = len(OBJECT_TO_IDX) + len(COLOR_TO_IDX) + len(STATE_TO_IDX)
+
+
+class OneHotFlatObs(gym.ObservationWrapper):
+    """MiniGrid's partial view as a flat float32 one-hot vector (7x7x20 = 980 values).
+
+    Same channel layout as minigrid's `OneHotPartialObsWrapper` (object, colour, state),
+    flattened in (view x, view y, channel) order, built with array indexing.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        width, height, _ = env.observation_space["image"].shape
+        self._cells = np.indices((width, height))
+        self._offsets = np.array([0, len(OBJECT_TO_IDX), len(OBJECT_TO_IDX) + len(COLOR_TO_IDX)])
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (width * height * NUM_CHANNELS,), np.float32)
+
+    def observation(self, obs):
+        image = obs["image"]
+        out = np.zeros((*image.shape[:2], NUM_CHANNELS), dtype=np.float32)
+        i, j = self._cells
+        for channel in range(3):
+            out[i, j, image[..., channel].astype(np.int64) + self._offsets[channel]] = 1.0
+        return out.reshape(-1)

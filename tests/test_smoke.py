@@ -1,0 +1,134 @@
+"""End-to-end runs of algos/ppo.py in a subprocess, with their TensorBoard scalars read back."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from common.tb import read_scalars
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["--num-envs", "2", "--num-steps", "128", "--num-minibatches", "2", "--eval-steps", "64"]
+DESIGN_METRICS = {
+    "charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/phase", "charts/learning_rate",
+    "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/old_approx_kl", "losses/approx_kl",
+    "losses/clipfrac", "losses/explained_variance", "external_model/train_loss", "external_model/eval_loss",
+}  # fmt: skip
+
+
+def run(tmp_path, *flags, script="algos/ppo.py", check=True):
+    cmd = [sys.executable, str(ROOT / script), "--runs-dir", str(tmp_path / "runs"), *flags]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def only_run_dir(tmp_path):
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    return run_dir
+
+
+def test_default_env_logs_design_metrics_and_changes_phase(tmp_path):
+    # ColorDoorKey (8x8, max 640 steps): 2 envs x 1024 steps end episodes by the step limit
+    proc = run(tmp_path, *SMALL, "--total-timesteps", "2048")
+    scalars = read_scalars(only_run_dir(tmp_path))
+    assert DESIGN_METRICS <= set(scalars)
+    phases = dict(scalars["charts/phase"])
+    assert phases[1024] == 0 and phases[2048] == 1  # the default change sits at the midpoint
+    assert len(scalars["external_model/train_loss"]) == 8
+    assert len(proc.stdout.strip().splitlines()) == 8  # one console line per iteration
+    assert "SPS" in proc.stdout and "model loss" in proc.stdout and "left" in proc.stdout
+
+
+def test_change_steps_and_three_phases(tmp_path):
+    run(tmp_path, *SMALL, "--total-timesteps", "1536", "--change-steps", "500", "1000",
+        "--correct-key-colors", "red", "blue", "red")  # fmt: skip
+    phases = read_scalars(only_run_dir(tmp_path))["charts/phase"]
+    assert phases == [(256, 0), (512, 1), (768, 1), (1024, 2), (1280, 2), (1536, 2)]
+
+
+def test_save_model_then_load_and_predict(tmp_path):
+    import gymnasium as gym
+
+    from algos.ppo import Agent, ExternalModel
+    from envs import OneHotFlatObs
+
+    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "512", "--save-model")
+    run_dir = only_run_dir(tmp_path)
+    assert {"agent.pt", "external_model.pt", "args.json"} <= {p.name for p in run_dir.iterdir()}
+    model = ExternalModel.load(run_dir / "external_model.pt")
+    env = OneHotFlatObs(gym.make("ColorDoorKey-6x6-v0"))
+    obs = torch.tensor(np.stack([env.reset(seed=s)[0] for s in range(4)]))
+    prediction = model.predict(obs, torch.tensor([0, 1, 2, 5]))
+    assert prediction.shape == obs.shape and torch.isfinite(prediction).all()
+    agent = Agent(obs.shape[1], 7)
+    agent.load_state_dict(torch.load(run_dir / "agent.pt"))
+
+
+@pytest.mark.parametrize("target", ["key_distance", "agent_dir"])
+def test_info_target_model(tmp_path, target):
+    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1024", "--model-target", target,
+        "--model-gaussian")  # fmt: skip
+    scalars = read_scalars(only_run_dir(tmp_path))
+    assert np.isfinite([v for _, v in scalars["external_model/eval_loss"]]).all()
+
+
+def test_minigrid_id_runs(tmp_path):
+    run(tmp_path, *SMALL, "--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "512")
+    scalars = read_scalars(only_run_dir(tmp_path))
+    assert {v for _, v in scalars["charts/phase"]} == {0}
+    assert len(scalars["charts/episodic_return"]) > 0  # 100-step episodes end
+
+
+def test_capture_video(tmp_path):
+    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "512", "--capture-video")
+    assert list((only_run_dir(tmp_path) / "videos").glob("*.mp4"))
+
+
+def test_same_seed_gives_identical_scalars(tmp_path):
+    flags = (*SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "768", "--seed", "3")
+    logs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        run(tmp_path / name, *flags)
+        scalars = read_scalars(only_run_dir(tmp_path / name))
+        scalars.pop("charts/SPS")
+        logs.append(scalars)
+    assert logs[0] == logs[1]
+    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "768", "--seed", "4")
+    other = read_scalars(only_run_dir(tmp_path))
+    assert other["losses/value_loss"] != logs[0]["losses/value_loss"]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--env", "ColorDoorKey-7x7"], "unknown env 'ColorDoorKey-7x7'; known names: ColorDoorKey,"),
+        (["--correct-key-colors", "red", "pink"], "unknown colour 'pink'"),
+        (["--num-minibatches", "3"], "not divisible by --num-minibatches=3"),
+        (["--num-envs", "0"], "--num-envs must be positive"),
+        (["--total-timesteps=-5"], "--total-timesteps must be positive"),
+        (["--change-steps", "600", "300", "--correct-key-colors", "red", "blue", "red"], "strictly increasing"),
+        (["--total-timesteps", "2048", "--change-steps", "5000"], "must lie in (0, total-timesteps=2048)"),
+        (["--change-steps", "500", "--correct-key-colors", "red", "blue", "red"], "1 change step(s) make 2 phase(s)"),
+        (["--env", "MiniGrid-Empty-5x5-v0", "--model-target", "key_distance"], "needs a ColorDoorKey env"),
+        (["--total-timesteps", "100"], "smaller than one batch"),
+        (["--model-dropout", "1.0"], "--model-dropout must be in [0, 1)"),
+    ],
+)
+def test_bad_input_fails_fast_with_one_line(tmp_path, flags, message):
+    proc = run(tmp_path, *flags, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: ")
+    assert message in lines[0]
+    assert not (tmp_path / "runs").exists()  # nothing started
+
+
+def test_bad_flag_value_is_rejected_by_the_parser(tmp_path):
+    proc = run(tmp_path, "--model-target", "colour", check=False)
+    assert proc.returncode != 0 and "colour" in proc.stderr
+    assert not (tmp_path / "runs").exists()
