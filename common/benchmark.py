@@ -1,0 +1,90 @@
+"""Raw env steps/s against training SPS of algorithm files, one process each, same machine, same run.
+
+    python -m common.benchmark --algos ppo --env ColorDoorKey-8x8 --rounds 3
+
+Rounds interleave the measurements so that load from elsewhere on the machine hits them
+alike; the table gives medians and the ratio of medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+from common.tb import read_scalars
+from envs import OneHotFlatObs, resolve_env_id
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def raw_env_steps_per_second(env_id: str, num_envs: int, num_steps: int, seed: int = 0) -> float:
+    """Random actions through the vector env and wrappers the algorithm files use."""
+    make = lambda: gym.wrappers.RecordEpisodeStatistics(OneHotFlatObs(gym.make(env_id)))  # noqa: E731
+    envs = gym.vector.SyncVectorEnv([make] * num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    actions = rng.integers(envs.single_action_space.n, size=(num_steps // num_envs, num_envs))
+    start = time.perf_counter()
+    for action in actions:
+        envs.step(action)
+    elapsed = time.perf_counter() - start
+    envs.close()
+    return len(actions) * num_envs / elapsed
+
+
+def training_sps(algo: str, env: str, total_timesteps: int, extra: list[str]) -> float:
+    """The last `charts/SPS` an algorithm file logs (global steps over wall time since its start)."""
+    with tempfile.TemporaryDirectory() as runs_dir:
+        cmd = [sys.executable, str(ROOT / "algos" / f"{algo}.py"), "--env", env,
+               "--total-timesteps", str(total_timesteps), "--runs-dir", runs_dir, *extra]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"{algo} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        (run_dir,) = Path(runs_dir).iterdir()
+        return read_scalars(run_dir)["charts/SPS"][-1][1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algos", nargs="+", default=["ppo"], help="algorithm files (names under algos/)")
+    parser.add_argument("--env", default="ColorDoorKey-8x8")
+    parser.add_argument("--num-envs", type=int, default=16, help="vector envs, for the raw rate and training")
+    parser.add_argument("--total-timesteps", type=int, default=65_536, help="steps of each training run")
+    parser.add_argument("--raw-steps", type=int, default=40_000, help="steps of each raw env measurement")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--extra", default="", help="more flags for every training run, one string")
+    args = parser.parse_args()
+    try:
+        env_id = resolve_env_id(args.env)
+        missing = [a for a in args.algos if not (ROOT / "algos" / f"{a}.py").is_file()]
+        if missing:
+            raise ValueError(f"no algorithm file for {missing} under {ROOT / 'algos'}")
+    except ValueError as error:
+        sys.exit(f"error: {error}")
+
+    extra = ["--num-envs", str(args.num_envs), *args.extra.split()]
+    results: dict[str, list[float]] = {"raw env": []} | {algo: [] for algo in args.algos}
+    for round_ in range(args.rounds):
+        results["raw env"].append(raw_env_steps_per_second(env_id, args.num_envs, args.raw_steps, seed=round_))
+        for algo in args.algos:
+            results[algo].append(training_sps(algo, args.env, args.total_timesteps, extra))
+        print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in results.items()))
+
+    raw = statistics.median(results["raw env"])
+    print(f"\n{args.env}, {args.num_envs} envs, {args.rounds} rounds, extra flags: {args.extra or '-'}\n")
+    print("| what | steps/s (median) | runs | ratio to raw env |\n|-|-|-|-|")
+    for name, values in results.items():
+        median = statistics.median(values)
+        print(f"| {name} | {median:.0f} | {', '.join(f'{v:.0f}' for v in values)} | {median / raw:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

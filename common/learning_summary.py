@@ -1,0 +1,89 @@
+"""Per-run learning summary of finished runs: when the task is solved in each phase, and how
+the external model's held-out loss moves across a phase change.
+
+    python -m common.learning_summary runs/ColorDoorKey-8x8__ppo__* --threshold 0.9
+
+Solved: the mean return of the last `--window` episodes first reaches `--threshold`
+(counted from the phase start, episodes of the phase only). Eval loss: the mean of the
+last `--tail` evaluations before the change, the highest after it, and the mean of the
+last `--tail` of the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from common.tb import read_scalars
+
+
+def phase_starts(scalars: dict) -> list[int]:
+    """Global steps at which each phase begins (the first step logged in it); phase 0 at 0."""
+    starts, current = [0], 0
+    for step, phase in scalars.get("charts/phase", []):
+        if phase != current:
+            starts.append(step)
+            current = phase
+    return starts
+
+
+def steps_to_return(returns: list[tuple[int, float]], start: int, end: float, threshold: float, window: int) -> float:
+    """Steps from `start` until the mean of the last `window` episodic returns in [start, end)
+    first reaches `threshold`; nan when it never does."""
+    values, steps = [], []
+    for step, value in returns:
+        if start < step <= end:
+            values.append(value)
+            steps.append(step)
+            if len(values) >= window and np.mean(values[-window:]) >= threshold:
+                return steps[-1] - start
+    return math.nan
+
+
+def summarize(run_dir: Path, threshold: float, window: int, tail: int) -> dict:
+    scalars = read_scalars(run_dir)
+    if "charts/episodic_return" not in scalars:
+        raise ValueError(f"{run_dir} has no charts/episodic_return")
+    starts = phase_starts(scalars)
+    last_step = scalars["charts/SPS"][-1][0]
+    ends = starts[1:] + [last_step]
+    row = {"run": run_dir.name}
+    for phase, (start, end) in enumerate(zip(starts, ends)):
+        row[f"solved_phase{phase}"] = steps_to_return(scalars["charts/episodic_return"], start, end, threshold, window)
+    evals = scalars.get("external_model/eval_loss", [])
+    if len(starts) > 1 and evals:
+        before = [v for s, v in evals if s < starts[1]]
+        after = [v for s, v in evals if starts[1] <= s < ends[1]]
+        row["eval_before_change"] = float(np.mean(before[-tail:]))
+        row["eval_peak_after"] = float(np.max(after))
+        row["eval_end"] = float(np.mean([v for _, v in evals][-tail:]))
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dirs", nargs="+", type=Path)
+    parser.add_argument("--threshold", type=float, default=0.9)
+    parser.add_argument("--window", type=int, default=100, help="episodes in the moving mean of the return")
+    parser.add_argument("--tail", type=int, default=5, help="evaluations averaged before the change and at the end")
+    args = parser.parse_args()
+    rows = []
+    for run_dir in args.run_dirs:
+        try:
+            rows.append(summarize(run_dir, args.threshold, args.window, args.tail))
+        except (ValueError, FileNotFoundError) as error:
+            sys.exit(f"error: {error}")
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    print("| " + " | ".join(columns) + " |\n|" + "-|" * len(columns))
+    for row in rows:
+        cells = [f"{row[c]:,.0f}" if isinstance(row.get(c), float) and c.startswith("solved") else
+                 f"{row[c]:.4g}" if isinstance(row.get(c), float) else str(row.get(c, "")) for c in columns]  # fmt: skip
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
