@@ -229,12 +229,14 @@ class ExternalModel(nn.Module):
         self.mean = nn.Linear(in_dim, out_dim)
         self.log_std = nn.Linear(in_dim, out_dim) if gaussian else None
 
+    def inputs(self, obs, actions):
+        if self.target != "forward":
+            return obs
+        return torch.cat([obs, torch.eye(self.num_actions, device=obs.device)[actions.long()]], dim=-1)
+
     def forward(self, obs, actions):
         """Mean and log-std (None when deterministic) of the target: delta or info value."""
-        x = obs
-        if self.target == "forward":
-            x = torch.cat([obs, nn.functional.one_hot(actions.long(), self.num_actions).float()], dim=-1)
-        h = self.body(x)
+        h = self.body(self.inputs(obs, actions))
         if self.log_std is None:
             return self.mean(h), None
         return self.mean(h), self.log_std(h).clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
@@ -407,7 +409,6 @@ if __name__ == "__main__":
         next_obs = torch.tensor(next_obs, device=device)
         next_info = torch.tensor(infos[info_keys[0]], device=device) if info_keys else None
         heldout = heldout_set(phase)
-        model_eval_loss = float("nan")
 
         for iteration in range(1, args.num_iterations + 1):
             # Annealing the rate if instructed to do so.

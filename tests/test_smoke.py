@@ -132,3 +132,30 @@ def test_bad_flag_value_is_rejected_by_the_parser(tmp_path):
     proc = run(tmp_path, "--model-target", "colour", check=False)
     assert proc.returncode != 0 and "colour" in proc.stderr
     assert not (tmp_path / "runs").exists()
+
+
+POI_FILES = ["algos/ppo_poi_disagreement.py", "algos/ppo_poi_ensemble.py", "algos/ppo_poi_grad.py"]
+POI_METRICS = {"poi/mean", "poi/max", "poi/intrinsic_reward_mean", "poi/eval_mean", "losses/int_value_loss"}
+
+
+@pytest.mark.parametrize("script", POI_FILES)
+@pytest.mark.parametrize("target", ["forward", "key_distance"])
+def test_poi_files_log_everything_ppo_logs_and_poi(tmp_path, script, target):
+    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1024", "--model-target", target,
+        "--save-model", script=script)  # fmt: skip
+    scalars = read_scalars(only_run_dir(tmp_path))
+    assert (DESIGN_METRICS - {"charts/episodic_return", "charts/episodic_length"}) | POI_METRICS <= set(scalars)
+    poi = [v for _, v in scalars["poi/mean"]]
+    assert len(poi) == 4 and np.isfinite(poi).all() and min(poi) > 0
+    assert all(m >= p for (_, m), p in zip(scalars["poi/max"], poi))
+
+
+@pytest.mark.parametrize("script", POI_FILES)
+def test_poi_files_take_their_reward_flags_and_reject_bad_ones(tmp_path, script):
+    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "512", "--no-task-reward",
+        "--reward-warmstart", "256", "--int-coef", "0.5", "--ext-coef", "1.0", "--int-gamma", "0.9", script=script)  # fmt: skip
+    bad = {"ppo_poi_disagreement": ["--mc-samples", "1"], "ppo_poi_ensemble": ["--ensemble-size", "1"],
+           "ppo_poi_grad": ["--num-envs", "0"]}[Path(script).stem]  # fmt: skip
+    (tmp_path / "bad").mkdir()
+    proc = run(tmp_path / "bad", *bad, script=script, check=False)
+    assert proc.returncode != 0 and proc.stderr.startswith("error: ")

@@ -1,0 +1,198 @@
+"""Interest fields: batched computations against plain loops, and POI higher off the data."""
+
+import numpy as np
+import pytest
+import torch
+
+from algos import ppo_poi_disagreement as disagreement
+from common.running_stats import DiscountedReturnStd, RunningMeanStd
+
+
+def region_data(n, low, high, seed, dim=32, num_actions=3):
+    """Binary observations (like one-hot views) whose active units lie in [low, high);
+    target: the count of active units modulo 3."""
+    rng = np.random.default_rng(seed)
+    obs = np.zeros((n, dim), dtype=np.float32)
+    obs[:, low:high] = rng.random((n, high - low)) < 0.5
+    targets = obs.sum(1, keepdims=True) % 3
+    return torch.tensor(obs), torch.tensor(rng.integers(num_actions, size=n)), torch.tensor(targets)
+
+
+def fit(module, model, obs, actions, targets, epochs=100):
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(epochs):
+        module.train_external_model(model, optimizer, obs, actions, targets, epochs=1, batch_size=64)
+    return model
+
+
+def poi_off_and_on_data(module, model, seed, **poi_kwargs):
+    """Mean POI on fresh observations outside the training region and inside it."""
+    fit(module, model, *region_data(512, 0, 16, seed))
+    inside = module.poi_values(model, *region_data(256, 0, 16, seed + 100)[:2], **poi_kwargs).mean().item()
+    outside = module.poi_values(model, *region_data(256, 16, 32, seed + 100)[:2], **poi_kwargs).mean().item()
+    return outside, inside
+
+
+def test_mc_dropout_batched_equals_loop():
+    torch.manual_seed(0)
+    model = disagreement.ExternalModel(32, 3, "forward", hidden_sizes=(12, 8, 12), dropout=0.3)
+    obs, actions, _ = region_data(10, 0, 32, seed=0)
+    masks = disagreement.dropout_masks(model, num_samples=7, batch_size=10)
+    batched = disagreement.mc_dropout_predictions(model, obs, actions, masks)
+
+    linears = [layer for layer in model.body if isinstance(layer, torch.nn.Linear)]
+    x = model.inputs(obs, actions)
+    for s in range(7):  # one sample at a time, one observation at a time
+        for b in range(10):
+            h = x[b]
+            for layer, mask in zip(linears, masks):
+                h = torch.relu(h @ layer.weight.T + layer.bias) * mask[s, b]
+            torch.testing.assert_close(batched[s, b], model.mean(h), rtol=1e-5, atol=1e-6)
+    ones = [torch.ones_like(m) for m in masks]  # keeping every unit is the eval-mode network
+    model.eval()
+    torch.testing.assert_close(disagreement.mc_dropout_predictions(model, obs, actions, ones)[0], model(obs, actions)[0])
+
+
+def test_mc_dropout_masks_drop_at_the_configured_rate():
+    torch.manual_seed(0)
+    model = disagreement.ExternalModel(16, 3, "forward", hidden_sizes=(50, 40), dropout=0.3)
+    masks = disagreement.dropout_masks(model, num_samples=30, batch_size=200)
+    assert [tuple(m.shape) for m in masks] == [(30, 200, 50), (30, 200, 40)]
+    for mask in masks:
+        assert torch.unique(mask).tolist() == [0.0, pytest.approx(1 / 0.7)]
+        assert (mask == 0).float().mean().item() == pytest.approx(0.3, abs=0.01)
+
+
+def test_mc_dropout_poi_is_higher_off_the_training_data():
+    ratios = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        model = disagreement.ExternalModel(32, 3, "key_distance", hidden_sizes=(64, 32), dropout=0.2)
+        outside, inside = poi_off_and_on_data(disagreement, model, seed, num_samples=30)
+        ratios.append(outside / inside)
+    assert min(ratios) > 1.3 and np.mean(ratios) > 2.0, ratios
+
+
+def test_intrinsic_advantages_carry_the_reward_across_episode_ends():
+    # zero values: the intrinsic advantage is the discounted sum of later intrinsic rewards,
+    # uninterrupted by episode ends (non-episodic)
+    rewards = torch.tensor([[0.0], [0.0], [1.0], [0.0]])
+    zeros = torch.zeros_like(rewards)
+    adv, ret = disagreement.intrinsic_advantages(rewards, zeros, torch.zeros(1, 1), 0.5, 1.0)
+    torch.testing.assert_close(adv, torch.tensor([[0.25], [0.5], [1.0], [0.0]]))
+    changed, _ = disagreement.intrinsic_advantages(rewards * 2, zeros, torch.zeros(1, 1), 0.5, 1.0)
+    assert (changed[:3] == 2 * adv[:3]).all()
+
+
+def test_running_mean_std_matches_numpy():
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(3.0, 2.0, size=n) for n in (1, 7, 100, 3)]
+    rms = RunningMeanStd()
+    for batch in batches:
+        rms.update(batch)
+    everything = np.concatenate(batches)
+    assert rms.count == len(everything)
+    np.testing.assert_allclose([rms.mean, rms.var], [everything.mean(), everything.var()], rtol=1e-12)
+
+
+def test_discounted_return_std_follows_the_returns():
+    rewards = np.ones((4, 2))  # two envs, reward 1 each step: returns 1, 1.5, 1.75, 1.875 (gamma 0.5)
+    std = DiscountedReturnStd(num_envs=2, gamma=0.5).update(rewards)
+    assert std == pytest.approx(np.std([1, 1.5, 1.75, 1.875]))
+
+
+# ---- ensemble disagreement ----------------------------------------------------------------
+
+from algos import ppo_poi_ensemble as ensemble  # noqa: E402
+from algos import ppo_poi_grad as gradient  # noqa: E402
+
+
+def test_ensemble_batched_equals_loop_over_members():
+    torch.manual_seed(0)
+    model = ensemble.ExternalModel(32, 3, "forward", hidden_sizes=(12, 8), dropout=0.5, num_members=4).eval()
+    obs, actions, _ = region_data(9, 0, 32, seed=1)
+    batched, _ = model(obs, actions)
+    x = model.inputs(obs, actions)
+    linears = [layer for layer in model.body if isinstance(layer, ensemble.EnsembleLinear)] + [model.mean]
+    for k in range(4):  # each member as its own plain MLP
+        h = x
+        for i, layer in enumerate(linears):
+            h = h @ layer.weight[k] + layer.bias[k, 0]
+            h = torch.relu(h) if i < len(linears) - 1 else h
+        torch.testing.assert_close(batched[k], h)
+    expected_poi = torch.stack([batched[k] for k in range(4)]).var(0, unbiased=False).mean(-1)
+    torch.testing.assert_close(ensemble.poi_values(model, obs, actions), expected_poi)
+    torch.testing.assert_close(model.predict(obs, actions), obs + batched.mean(0))
+
+
+def test_ensemble_members_train_on_their_own_orders_and_all_learn():
+    torch.manual_seed(0)
+    model = ensemble.ExternalModel(32, 3, "key_distance", hidden_sizes=(32,), dropout=0.0, num_members=3)
+    obs, actions, _ = region_data(256, 0, 16, seed=0)
+    targets = obs.sum(1, keepdim=True) / 8  # a target every member can fit
+    before = model.per_sample_loss(obs, actions, targets).mean(1)
+    fit(ensemble, model, obs, actions, targets, epochs=50)
+    after = model.per_sample_loss(obs, actions, targets).mean(1)
+    assert before.shape == (3,) and (after < 0.2 * before).all()
+
+
+def test_ensemble_poi_is_higher_off_the_training_data():
+    ratios = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        model = ensemble.ExternalModel(32, 3, "key_distance", hidden_sizes=(64, 32), dropout=0.0, num_members=5)
+        outside, inside = poi_off_and_on_data(ensemble, model, seed)
+        ratios.append(outside / inside)
+    assert min(ratios) > 1.3 and np.mean(ratios) > 2.0, ratios
+
+
+# ---- model-gradient interest -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["forward", "key_distance"])
+def test_gradient_interest_equals_torch_func_and_loop(target):
+    torch.manual_seed(0)
+    model = gradient.ExternalModel(32, 3, target, hidden_sizes=(12, 8), dropout=0.5, gaussian=True).eval()
+    obs, actions, _ = region_data(6, 0, 32, seed=2)
+    signs = torch.randint(0, 2, (6, model.mean.out_features)).float() * 2 - 1
+    batched = gradient.gradient_interest(model, obs, actions, signs)
+
+    params = dict(model.named_parameters())
+
+    def projected(p, o, a, s):
+        return (torch.func.functional_call(model, p, (o[None], a[None]))[0][0] * s).sum()
+
+    per_sample = torch.func.vmap(torch.func.grad(projected), in_dims=(None, 0, 0, 0))(params, obs, actions, signs)
+    torch.testing.assert_close(batched, sum(g.flatten(1).pow(2).sum(1) for g in per_sample.values()))
+    for i in range(6):  # plain autograd, one sample at a time
+        model.zero_grad()
+        (model(obs[i : i + 1], actions[i : i + 1])[0][0] * signs[i]).sum().backward()
+        norm2 = sum(p.grad.pow(2).sum() for p in model.parameters() if p.grad is not None)
+        torch.testing.assert_close(batched[i], norm2)
+
+
+def test_gradient_poi_estimates_the_jacobian_norm():
+    """Averaged over sign draws, the POI of a vector output is the squared Frobenius norm of
+    the output-parameter Jacobian, computed here row by row."""
+    torch.manual_seed(0)
+    model = gradient.ExternalModel(8, 2, "forward", hidden_sizes=(6,), dropout=0.0)
+    obs, actions = torch.rand(1, 8), torch.tensor([1])
+    jacobian_norm2 = 0.0
+    for d in range(8):
+        model.zero_grad()
+        model(obs, actions)[0][0, d].backward()
+        jacobian_norm2 += sum(p.grad.pow(2).sum().item() for p in model.parameters() if p.grad is not None)
+    draws = torch.stack([gradient.poi_values(model, obs, actions) for _ in range(4000)])
+    assert draws.mean().item() == pytest.approx(jacobian_norm2, rel=0.05)
+    scalar = gradient.ExternalModel(8, 2, "key_distance", hidden_sizes=(6,), dropout=0.0)
+    assert len(set(gradient.poi_values(scalar, obs, actions).item() for _ in range(5))) == 1  # exact
+
+
+def test_gradient_poi_is_higher_off_the_training_data():
+    ratios = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        model = gradient.ExternalModel(32, 3, "key_distance", hidden_sizes=(64, 32), dropout=0.0)
+        outside, inside = poi_off_and_on_data(gradient, model, seed)
+        ratios.append(outside / inside)
+    assert min(ratios) > 1.3 and np.mean(ratios) > 2.0, ratios
