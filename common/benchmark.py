@@ -52,6 +52,41 @@ def training_sps(algo: str, env: str, total_timesteps: int, extra: list[str]) ->
         return read_scalars(run_dir)["charts/SPS"][-1][1]
 
 
+PROFILE_ROWS = [  # (what, does a pstats key (file, line, function) belong to it); rows overlap
+    ("env steps (SyncVectorEnv.step with all wrappers)", lambda f, n: n == "step" and f.endswith("sync_vector_env.py")),
+    ("policy and value forward, rollout and PPO update", lambda f, n: n == "get_action_and_value"),
+    ("backward passes, PPO update and external model", lambda f, n: "run_backward" in n),
+    ("Adam steps, PPO update and external model", lambda f, n: n == "step" and f.endswith("adam.py")),
+    ("external model training (its forward, backward, Adam)", lambda f, n: n == "train_external_model"),
+    ("external model held-out evaluation", lambda f, n: n == "eval_external_model"),
+    ("POI computation", lambda f, n: n == "poi_values"),
+    ("held-out set collection (once per phase)", lambda f, n: n == "heldout_set"),
+]
+
+
+def profile(algo: str, env: str, total_timesteps: int, extra: list[str]) -> None:
+    """Run one algorithm file under cProfile and print where its time goes."""
+    import pstats
+
+    with tempfile.TemporaryDirectory() as runs_dir:
+        out = Path(runs_dir) / "profile.out"
+        cmd = [sys.executable, "-m", "cProfile", "-o", str(out), str(ROOT / "algos" / f"{algo}.py"), "--env", env,
+               "--total-timesteps", str(total_timesteps), "--runs-dir", runs_dir, *extra]  # fmt: skip
+        subprocess.run(cmd, check=True, capture_output=True)
+        stats = pstats.Stats(str(out)).stats  # {(file, line, function): (calls, primitive calls, tottime, cumtime, callers)}
+
+    def cumtime(belongs) -> float:
+        return sum(value[3] for (file, _, name), value in stats.items() if belongs(file, name))
+
+    script = cumtime(lambda f, n: n == "<module>" and f.endswith(f"{algo}.py"))
+    print(f"\n{algo} under cProfile, {total_timesteps:,} steps: {script:.1f} s in the script (imports included)\n")
+    print("| where (rows overlap) | seconds | share |\n|-|-|-|")
+    for label, belongs in PROFILE_ROWS:
+        seconds = cumtime(belongs)
+        if seconds:
+            print(f"| {label} | {seconds:.2f} | {seconds / script:.0%} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algos", nargs="+", default=["ppo"], help="algorithm files (names under algos/)")
@@ -61,6 +96,7 @@ def main() -> None:
     parser.add_argument("--raw-steps", type=int, default=40_000, help="steps of each raw env measurement")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--extra", default="", help="more flags for every training run, one string")
+    parser.add_argument("--profile", action="store_true", help="instead: profile each algorithm once (cProfile)")
     args = parser.parse_args()
     try:
         env_id = resolve_env_id(args.env)
@@ -71,6 +107,10 @@ def main() -> None:
         sys.exit(f"error: {error}")
 
     extra = ["--num-envs", str(args.num_envs), *args.extra.split()]
+    if args.profile:
+        for algo in args.algos:
+            profile(algo, args.env, args.total_timesteps, extra)
+        return
     results: dict[str, list[float]] = {"raw env": []} | {algo: [] for algo in args.algos}
     for round_ in range(args.rounds):
         results["raw env"].append(raw_env_steps_per_second(env_id, args.num_envs, args.raw_steps, seed=round_))

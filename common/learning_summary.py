@@ -4,9 +4,11 @@ the external model's held-out loss moves across a phase change.
     python -m common.learning_summary runs/ColorDoorKey-8x8__ppo__* --threshold 0.9
 
 Solved: the mean return of the last `--window` episodes first reaches `--threshold`
-(counted from the phase start, episodes of the phase only). Eval loss: the mean of the
-last `--tail` evaluations before the change, the highest after it, and the mean of the
-last `--tail` of the run.
+(counted from the phase start, episodes of the phase only). Eval loss around the first
+change: the mean of the last `--tail` evaluations before it, the highest after it, the
+mean of the last `--tail` of the run, and the steps from the change until the moving mean
+of `--tail` evaluations is back within `--tolerance` of the level before the change.
+Runs are grouped by (env, exp_name) with the median of each column over seeds.
 """
 
 from __future__ import annotations
@@ -44,7 +46,17 @@ def steps_to_return(returns: list[tuple[int, float]], start: int, end: float, th
     return math.nan
 
 
-def summarize(run_dir: Path, threshold: float, window: int, tail: int) -> dict:
+def recovery_steps(evals: list[tuple[int, float]], change: int, level: float, tail: int, tolerance: float) -> float:
+    """Steps from `change` until the mean of the last `tail` evaluations after it is back at
+    most `(1 + tolerance) * level`; nan when it never is."""
+    after = [(step, value) for step, value in evals if step > change]
+    for k in range(tail, len(after) + 1):
+        if np.mean([v for _, v in after[k - tail : k]]) <= (1 + tolerance) * level:
+            return after[k - 1][0] - change
+    return math.nan
+
+
+def summarize(run_dir: Path, threshold: float, window: int, tail: int, tolerance: float = 0.1) -> dict:
     scalars = read_scalars(run_dir)
     if "charts/episodic_return" not in scalars:
         raise ValueError(f"{run_dir} has no charts/episodic_return")
@@ -61,6 +73,7 @@ def summarize(run_dir: Path, threshold: float, window: int, tail: int) -> dict:
         row["eval_before_change"] = float(np.mean(before[-tail:]))
         row["eval_peak_after"] = float(np.max(after))
         row["eval_end"] = float(np.mean([v for _, v in evals][-tail:]))
+        row["eval_recovery"] = recovery_steps(evals, starts[1], row["eval_before_change"], tail, tolerance)
     return row
 
 
@@ -70,18 +83,36 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=0.9)
     parser.add_argument("--window", type=int, default=100, help="episodes in the moving mean of the return")
     parser.add_argument("--tail", type=int, default=5, help="evaluations averaged before the change and at the end")
+    parser.add_argument("--tolerance", type=float, default=0.1, help="relative margin of a recovered eval loss")
     args = parser.parse_args()
     rows = []
     for run_dir in args.run_dirs:
         try:
-            rows.append(summarize(run_dir, args.threshold, args.window, args.tail))
+            rows.append(summarize(run_dir, args.threshold, args.window, args.tail, args.tolerance))
         except (ValueError, FileNotFoundError) as error:
             sys.exit(f"error: {error}")
+    print_table(rows)
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        env, exp_name = row["run"].split("__")[:2]
+        groups.setdefault(f"{env}__{exp_name}", []).append(row)
+    print()
+    print_table([
+        {"runs": f"{name} ({len(members)} seeds, median)"}
+        | {key: float(np.median([m.get(key, math.nan) for m in members])) for key in members[0] if key != "run"}
+        for name, members in groups.items()
+    ])  # fmt: skip
+
+
+def print_table(rows: list[dict]) -> None:
     columns = list(dict.fromkeys(key for row in rows for key in row))
     print("| " + " | ".join(columns) + " |\n|" + "-|" * len(columns))
     for row in rows:
-        cells = [f"{row[c]:,.0f}" if isinstance(row.get(c), float) and c.startswith("solved") else
-                 f"{row[c]:.4g}" if isinstance(row.get(c), float) else str(row.get(c, "")) for c in columns]  # fmt: skip
+        cells = [
+            f"{row[c]:,.0f}" if isinstance(row.get(c), float) and c.startswith(("solved", "eval_recovery"))
+            else f"{row[c]:.4g}" if isinstance(row.get(c), float) else str(row.get(c, ""))
+            for c in columns
+        ]  # fmt: skip
         print("| " + " | ".join(cells) + " |")
 
 

@@ -1,0 +1,35 @@
+"""The tools around runs: learning summaries, running statistics, run helpers."""
+
+import math
+
+from common.learning_summary import phase_starts, recovery_steps, steps_to_return
+from common.runs import progress_line
+
+
+def test_phase_starts_from_the_phase_scalar():
+    scalars = {"charts/phase": [(100, 0), (200, 0), (300, 1), (400, 1), (500, 2)]}
+    assert phase_starts(scalars) == [0, 300, 500]
+    assert phase_starts({}) == [0]
+
+
+def test_steps_to_return_counts_from_the_phase_start_and_only_its_episodes():
+    returns = [(10, 1.0), (20, 1.0), (30, 0.0), (40, 1.0), (50, 1.0), (60, 1.0)]
+    # window 2, threshold 0.9: episodes at 10, 20 already qualify
+    assert steps_to_return(returns, start=0, end=100, threshold=0.9, window=2) == 20
+    # from 25 on: (30, 0) and (40, 1) average 0.5; (40, 50) reach 1.0 at step 50
+    assert steps_to_return(returns, start=25, end=100, threshold=0.9, window=2) == 25
+    assert math.isnan(steps_to_return(returns, start=25, end=45, threshold=0.9, window=2))
+
+
+def test_recovery_steps_waits_for_the_moving_mean():
+    evals = [(10, 1.0), (20, 1.0), (30, 9.0), (40, 3.0), (50, 1.0), (60, 1.05), (70, 1.0)]
+    # level 1.0, tolerance 0.1, tail 2: means after the change at 25: 6, 2, 1.025 (at 60)
+    assert recovery_steps(evals, change=25, level=1.0, tail=2, tolerance=0.1) == 35
+    assert math.isnan(recovery_steps(evals, change=25, level=0.5, tail=2, tolerance=0.1))
+
+
+def test_progress_line_shows_step_sps_return_loss_and_time_left():
+    line = progress_line(global_step=1000, total=4000, sps=100.0, episodic_return=0.5, model_loss=0.25)
+    assert "1,000/4,000" in line and "SPS    100" in line and "0.500" in line and "0.25" in line
+    assert line.endswith("left 00:00:30")
+    assert "return      -" in progress_line(1000, 4000, 100.0, math.nan, 0.25)
