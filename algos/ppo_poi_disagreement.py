@@ -21,7 +21,7 @@ from torch.utils.tensorboard import SummaryWriter
 from common.heldout import random_policy_transitions
 from common.running_stats import DiscountedReturnStd
 from common.runs import hparams_markdown, progress_line, run_name, save_args
-from envs import OneHotFlatObs, check_phase_schedule, is_color_door_key, resolve_env_id
+from envs import BatchedColorDoorKey, OneHotFlatObs, check_phase_schedule, is_color_door_key, resolve_env_id
 
 
 @dataclass
@@ -56,6 +56,8 @@ class Args:
     """global steps at which the correct key colour changes (default for ColorDoorKey: one change at the midpoint)"""
     correct_key_colors: tuple[str, ...] = ("red", "blue")
     """the correct key colour of each phase (ColorDoorKey only)"""
+    vector_env: Literal["minigrid", "batched"] = "minigrid"
+    """`batched`: ColorDoorKey worlds stepped together as numpy arrays (envs/batched.py; step-equal to minigrid)"""
 
     # PPO arguments
     total_timesteps: int = 1_000_000
@@ -166,6 +168,10 @@ def check_args(args: Args) -> None:
         if args.model_target != "forward":
             raise ValueError(f"--model-target {args.model_target} needs a ColorDoorKey env (its info), got {args.env}")
         args.change_steps, args.correct_key_colors = (), ()
+    if args.vector_env == "batched" and not is_color_door_key(env_id):
+        raise ValueError(f"--vector-env batched needs a ColorDoorKey env, got {args.env}")
+    if args.vector_env == "batched" and args.capture_video:
+        raise ValueError("--capture-video needs --vector-env minigrid (the batched env does not render)")
     if args.mc_samples < 2:
         raise ValueError(f"--mc-samples must be at least 2, got {args.mc_samples}")
     if args.model_dropout == 0.0:
@@ -421,10 +427,13 @@ if __name__ == "__main__":
 
     # env setup: SAME_STEP autoreset returns the reset observation at once and the true
     # final observation in infos["final_obs"], so every stored step is a real transition
-    envs = gym.vector.SyncVectorEnv(
-        [make_env(env_id, i, args.capture_video, run_dir) for i in range(args.num_envs)],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
+    if args.vector_env == "batched":
+        envs = BatchedColorDoorKey(args.num_envs, **gym.spec(env_id).kwargs)
+    else:
+        envs = gym.vector.SyncVectorEnv(
+            [make_env(env_id, i, args.capture_video, run_dir) for i in range(args.num_envs)],
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
     assert isinstance(envs.single_action_space, gym.spaces.Discrete), "only discrete action space is supported"
     obs_dim = int(envs.single_observation_space.shape[0])
     num_actions = int(envs.single_action_space.n)

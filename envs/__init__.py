@@ -11,9 +11,11 @@ import minigrid  # noqa: F401  (registers the MiniGrid-* ids)
 import numpy as np
 from minigrid.core.constants import COLOR_NAMES, COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
 
+from envs.batched import BatchedColorDoorKey
 from envs.color_door_key import ColorDoorKeyEnv, check_color, key_distance
 
 __all__ = [
+    "BatchedColorDoorKey",
     "COLOR_NAMES",
     "ColorDoorKeyEnv",
     "OneHotFlatObs",

@@ -118,6 +118,8 @@ def test_same_seed_gives_identical_scalars(tmp_path):
         (["--env", "MiniGrid-Empty-5x5-v0", "--model-target", "key_distance"], "needs a ColorDoorKey env"),
         (["--total-timesteps", "100"], "smaller than one batch"),
         (["--model-dropout", "1.0"], "--model-dropout must be in [0, 1)"),
+        (["--env", "MiniGrid-Empty-5x5-v0", "--vector-env", "batched"], "--vector-env batched needs a ColorDoorKey env"),
+        (["--vector-env", "batched", "--capture-video"], "--capture-video needs --vector-env minigrid"),
     ],
 )
 def test_bad_input_fails_fast_with_one_line(tmp_path, flags, message):
@@ -159,3 +161,18 @@ def test_poi_files_take_their_reward_flags_and_reject_bad_ones(tmp_path, script)
     (tmp_path / "bad").mkdir()
     proc = run(tmp_path / "bad", *bad, script=script, check=False)
     assert proc.returncode != 0 and proc.stderr.startswith("error: ")
+
+
+@pytest.mark.parametrize("script", ["algos/ppo.py", "algos/ppo_poi_ensemble.py"])
+def test_batched_vector_env_gives_the_same_run(tmp_path, script):
+    """The batched env is step-equal to the minigrid one, so a whole run logs the same scalars."""
+    flags = (*SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1024", "--change-steps", "500",
+             "--model-target", "key_distance")  # fmt: skip
+    logs = []
+    for vector_env in ("minigrid", "batched"):
+        (tmp_path / vector_env).mkdir()
+        run(tmp_path / vector_env, *flags, "--vector-env", vector_env, script=script)
+        scalars = read_scalars(only_run_dir(tmp_path / vector_env))
+        scalars.pop("charts/SPS")
+        logs.append(scalars)
+    assert logs[0] == logs[1]
