@@ -56,11 +56,11 @@ class Args:
     """global steps at which the correct key colour changes (default for ColorDoorKey: one change at the midpoint)"""
     correct_key_colors: tuple[str, ...] = ("red", "blue")
     """the correct key colour of each phase (ColorDoorKey only)"""
-    vector_env: Literal["minigrid", "batched"] = "minigrid"
-    """`batched`: ColorDoorKey worlds stepped together as numpy arrays (envs/batched.py; step-equal to minigrid)"""
+    vector_env: Literal["auto", "minigrid", "batched"] = "auto"
+    """`batched`: ColorDoorKey worlds as numpy arrays (envs/batched.py, step-equal to minigrid); `auto`: batched where it can"""
 
     # PPO arguments
-    total_timesteps: int = 1_000_000
+    total_timesteps: int = 4_000_000
     """total timesteps of the experiments"""
     learning_rate: float = 2e-3
     """the learning rate of the optimizer"""
@@ -168,6 +168,8 @@ def check_args(args: Args) -> None:
         if args.model_target != "forward":
             raise ValueError(f"--model-target {args.model_target} needs a ColorDoorKey env (its info), got {args.env}")
         args.change_steps, args.correct_key_colors = (), ()
+    if args.vector_env == "auto":
+        args.vector_env = "batched" if is_color_door_key(env_id) and not args.capture_video else "minigrid"
     if args.vector_env == "batched" and not is_color_door_key(env_id):
         raise ValueError(f"--vector-env batched needs a ColorDoorKey env, got {args.env}")
     if args.vector_env == "batched" and args.capture_video:

@@ -20,15 +20,18 @@ import gymnasium as gym
 import numpy as np
 
 from common.tb import read_scalars
-from envs import OneHotFlatObs, resolve_env_id
+from envs import BatchedColorDoorKey, OneHotFlatObs, is_color_door_key, resolve_env_id
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def raw_env_steps_per_second(env_id: str, num_envs: int, num_steps: int, seed: int = 0) -> float:
+def raw_env_steps_per_second(env_id: str, num_envs: int, num_steps: int, vector_env: str, seed: int = 0) -> float:
     """Random actions through the vector env and wrappers the algorithm files use."""
-    make = lambda: gym.wrappers.RecordEpisodeStatistics(OneHotFlatObs(gym.make(env_id)))  # noqa: E731
-    envs = gym.vector.SyncVectorEnv([make] * num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    if vector_env == "batched":
+        envs = BatchedColorDoorKey(num_envs, **gym.spec(env_id).kwargs)
+    else:
+        make = lambda: gym.wrappers.RecordEpisodeStatistics(OneHotFlatObs(gym.make(env_id)))  # noqa: E731
+        envs = gym.vector.SyncVectorEnv([make] * num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     envs.reset(seed=seed)
     rng = np.random.default_rng(seed)
     actions = rng.integers(envs.single_action_space.n, size=(num_steps // num_envs, num_envs))
@@ -96,6 +99,8 @@ def main() -> None:
     parser.add_argument("--raw-steps", type=int, default=40_000, help="steps of each raw env measurement")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--extra", default="", help="more flags for every training run, one string")
+    parser.add_argument("--vector-envs", nargs="+", default=["minigrid"], choices=["minigrid", "batched"],
+                        help="vector env implementations to measure, raw and in training")
     parser.add_argument("--profile", action="store_true", help="instead: profile each algorithm once (cProfile)")
     args = parser.parse_args()
     try:
@@ -103,6 +108,8 @@ def main() -> None:
         missing = [a for a in args.algos if not (ROOT / "algos" / f"{a}.py").is_file()]
         if missing:
             raise ValueError(f"no algorithm file for {missing} under {ROOT / 'algos'}")
+        if "batched" in args.vector_envs and not is_color_door_key(env_id):
+            raise ValueError(f"the batched env is ColorDoorKey only, got {args.env}")
     except ValueError as error:
         sys.exit(f"error: {error}")
 
@@ -111,19 +118,25 @@ def main() -> None:
         for algo in args.algos:
             profile(algo, args.env, args.total_timesteps, extra)
         return
-    results: dict[str, list[float]] = {"raw env": []} | {algo: [] for algo in args.algos}
+    names = [(f"raw env [{v}]", None, v) for v in args.vector_envs]
+    names += [(f"{algo} [{v}]", algo, v) for algo in args.algos for v in args.vector_envs]
+    results: dict[str, list[float]] = {name: [] for name, _, _ in names}
     for round_ in range(args.rounds):
-        results["raw env"].append(raw_env_steps_per_second(env_id, args.num_envs, args.raw_steps, seed=round_))
-        for algo in args.algos:
-            results[algo].append(training_sps(algo, args.env, args.total_timesteps, extra))
+        for name, algo, vector_env in names:
+            if algo is None:
+                value = raw_env_steps_per_second(env_id, args.num_envs, args.raw_steps, vector_env, seed=round_)
+            else:
+                value = training_sps(algo, args.env, args.total_timesteps, [*extra, "--vector-env", vector_env])
+            results[name].append(value)
         print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in results.items()))
 
-    raw = statistics.median(results["raw env"])
+    base_name = names[0][0]
+    base = statistics.median(results[base_name])
     print(f"\n{args.env}, {args.num_envs} envs, {args.rounds} rounds, extra flags: {args.extra or '-'}\n")
-    print("| what | steps/s (median) | runs | ratio to raw env |\n|-|-|-|-|")
+    print(f"| what | steps/s (median) | rounds | ratio to {base_name} |\n|-|-|-|-|")
     for name, values in results.items():
         median = statistics.median(values)
-        print(f"| {name} | {median:.0f} | {', '.join(f'{v:.0f}' for v in values)} | {median / raw:.2f} |")
+        print(f"| {name} | {median:.0f} | {', '.join(f'{v:.0f}' for v in values)} | {median / base:.2f} |")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ Solved: the mean return of the last `--window` episodes first reaches `--thresho
 change: the mean of the last `--tail` evaluations before it, the highest after it, the
 mean of the last `--tail` of the run, and the steps from the change until the moving mean
 of `--tail` evaluations is back within `--tolerance` of the level before the change.
-Runs are grouped by (env, exp_name) with the median of each column over seeds.
+Runs are grouped by (env, exp_name): the median of each column over the seeds where it
+exists, and how many those are (k/n).
 """
 
 from __future__ import annotations
@@ -98,10 +99,17 @@ def main() -> None:
         groups.setdefault(f"{env}__{exp_name}", []).append(row)
     print()
     print_table([
-        {"runs": f"{name} ({len(members)} seeds, median)"}
-        | {key: float(np.median([m.get(key, math.nan) for m in members])) for key in members[0] if key != "run"}
+        {"runs": f"{name} ({len(members)} seeds)"}
+        | {key: median_of_finite([m.get(key, math.nan) for m in members]) for key in members[0] if key != "run"}
         for name, members in groups.items()
     ])  # fmt: skip
+
+
+def median_of_finite(values: list[float]) -> str:
+    """Median over the seeds where the value exists (a phase solved, a loss recovered), with their count."""
+    finite = [v for v in values if np.isfinite(v)]
+    median = "-" if not finite else f"{np.median(finite):,.0f}" if np.median(finite) >= 1000 else f"{np.median(finite):.4g}"
+    return f"{median} ({len(finite)}/{len(values)})"
 
 
 def print_table(rows: list[dict]) -> None:
