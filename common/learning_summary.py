@@ -7,7 +7,8 @@ Solved: the mean return of the last `--window` episodes first reaches `--thresho
 (counted from the phase start, episodes of the phase only). Eval loss around the first
 change: the mean of the last `--tail` evaluations before it, the highest after it, the
 mean of the last `--tail` of the run, and the steps from the change until the moving mean
-of `--tail` evaluations is back within `--tolerance` of the level before the change.
+of `--tail` evaluations is back within `--tolerance` of the level before the change; with
+`--eval-threshold`, per phase, the steps until that moving mean first reaches the threshold.
 Runs are grouped by (env, exp_name): the median of each column over the seeds where it
 exists, and how many those are (k/n).
 """
@@ -57,7 +58,18 @@ def recovery_steps(evals: list[tuple[int, float]], change: int, level: float, ta
     return math.nan
 
 
-def summarize(run_dir: Path, threshold: float, window: int, tail: int, tolerance: float = 0.1) -> dict:
+def steps_below(evals: list[tuple[int, float]], start: int, end: float, threshold: float, tail: int) -> float:
+    """Steps from `start` until the mean of the last `tail` evaluations in [start, end) is at
+    most `threshold`; nan when it never is."""
+    inside = [(step, value) for step, value in evals if start < step <= end]
+    for k in range(tail, len(inside) + 1):
+        if np.mean([v for _, v in inside[k - tail : k]]) <= threshold:
+            return inside[k - 1][0] - start
+    return math.nan
+
+
+def summarize(run_dir: Path, threshold: float, window: int, tail: int, tolerance: float = 0.1,
+              eval_threshold: float | None = None) -> dict:  # fmt: skip
     scalars = read_scalars(run_dir)
     if "charts/episodic_return" not in scalars:
         raise ValueError(f"{run_dir} has no charts/episodic_return")
@@ -68,6 +80,9 @@ def summarize(run_dir: Path, threshold: float, window: int, tail: int, tolerance
     for phase, (start, end) in enumerate(zip(starts, ends)):
         row[f"solved_phase{phase}"] = steps_to_return(scalars["charts/episodic_return"], start, end, threshold, window)
     evals = scalars.get("external_model/eval_loss", [])
+    if eval_threshold is not None and evals:
+        for phase, (start, end) in enumerate(zip(starts, ends)):
+            row[f"eval_below_phase{phase}"] = steps_below(evals, start, end, eval_threshold, tail)
     if len(starts) > 1 and evals:
         before = [v for s, v in evals if s < starts[1]]
         after = [v for s, v in evals if starts[1] <= s < ends[1]]
@@ -85,11 +100,13 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=100, help="episodes in the moving mean of the return")
     parser.add_argument("--tail", type=int, default=5, help="evaluations averaged before the change and at the end")
     parser.add_argument("--tolerance", type=float, default=0.1, help="relative margin of a recovered eval loss")
+    parser.add_argument("--eval-threshold", type=float, default=None,
+                        help="also: steps from each phase start until the moving eval loss is at most this")  # fmt: skip
     args = parser.parse_args()
     rows = []
     for run_dir in args.run_dirs:
         try:
-            rows.append(summarize(run_dir, args.threshold, args.window, args.tail, args.tolerance))
+            rows.append(summarize(run_dir, args.threshold, args.window, args.tail, args.tolerance, args.eval_threshold))
         except (ValueError, FileNotFoundError) as error:
             sys.exit(f"error: {error}")
     print_table(rows)
@@ -117,7 +134,7 @@ def print_table(rows: list[dict]) -> None:
     print("| " + " | ".join(columns) + " |\n|" + "-|" * len(columns))
     for row in rows:
         cells = [
-            f"{row[c]:,.0f}" if isinstance(row.get(c), float) and c.startswith(("solved", "eval_recovery"))
+            f"{row[c]:,.0f}" if isinstance(row.get(c), float) and c.startswith(("solved", "eval_recovery", "eval_below"))
             else f"{row[c]:.4g}" if isinstance(row.get(c), float) else str(row.get(c, ""))
             for c in columns
         ]  # fmt: skip

@@ -2,7 +2,7 @@
 
 import math
 
-from common.learning_summary import phase_starts, recovery_steps, steps_to_return
+from common.learning_summary import phase_starts, recovery_steps, steps_below, steps_to_return
 from common.runs import progress_line
 
 
@@ -33,3 +33,11 @@ def test_progress_line_shows_step_sps_return_loss_and_time_left():
     assert "1,000/4,000" in line and "SPS    100" in line and "0.500" in line and "0.25" in line
     assert line.endswith("left 00:00:30")
     assert "return      -" in progress_line(1000, 4000, 100.0, math.nan, 0.25)
+
+
+def test_steps_below_uses_the_moving_mean_inside_the_phase():
+    evals = [(10, 9.0), (20, 1.0), (30, 3.0), (40, 1.0), (50, 1.0)]
+    # tail 2: means 5, 2, 2, 1 at steps 20, 30, 40, 50
+    assert steps_below(evals, start=0, end=100, threshold=2.0, tail=2) == 30
+    assert steps_below(evals, start=0, end=100, threshold=1.0, tail=2) == 50
+    assert math.isnan(steps_below(evals, start=0, end=45, threshold=1.0, tail=2))
