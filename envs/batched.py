@@ -16,7 +16,7 @@ import numpy as np
 from gymnasium.utils import seeding
 from minigrid.core.constants import COLOR_TO_IDX, DIR_TO_VEC, OBJECT_TO_IDX, STATE_TO_IDX
 
-from envs.color_door_key import check_color
+from envs.color_door_key import check_config, check_correct
 
 EMPTY, WALL, DOOR, KEY, GOAL = (OBJECT_TO_IDX[k] for k in ("empty", "wall", "door", "key", "goal"))
 OPEN, CLOSED, LOCKED = (STATE_TO_IDX[k] for k in ("open", "closed", "locked"))
@@ -82,11 +82,10 @@ class BatchedColorDoorKey(gym.vector.VectorEnv):
         correct_key_color: str = "red",
         max_steps: int | None = None,
     ):
-        if size < 6:
-            raise ValueError(f"ColorDoorKey needs size >= 6, got {size}")
-        self.num_envs, self.size = num_envs, size
-        self.door_color = COLOR_TO_IDX[check_color(door_color)]
-        self.key_colors = [COLOR_TO_IDX[check_color(c)] for c in key_colors]
+        check_config(size, door_color, tuple(key_colors), correct_key_color)
+        self.num_envs, self.size, self.key_color_names = num_envs, size, tuple(key_colors)
+        self.door_color = COLOR_TO_IDX[door_color]
+        self.key_colors = [COLOR_TO_IDX[c] for c in key_colors]
         self.max_steps = 10 * size**2 if max_steps is None else max_steps
         self.single_observation_space = gym.spaces.Box(0.0, 1.0, (VIEW * VIEW * NUM_CHANNELS,), np.float32)
         self.single_action_space = gym.spaces.Discrete(7)
@@ -103,7 +102,7 @@ class BatchedColorDoorKey(gym.vector.VectorEnv):
         self.carry_obj = np.full(n, EMPTY, dtype=np.int64)  # EMPTY: carrying nothing
         self.carry_color = np.zeros(n, dtype=np.int64)
         self.steps = np.zeros(n, dtype=np.int64)
-        self.correct = np.full(n, self._check_correct(correct_key_color), dtype=np.int64)
+        self.correct = np.full(n, COLOR_TO_IDX[correct_key_color], dtype=np.int64)
         self.next_correct = self.correct.copy()
         self.episode_return = np.zeros(n)
         self.episode_start = np.zeros(n)
@@ -111,15 +110,9 @@ class BatchedColorDoorKey(gym.vector.VectorEnv):
         self._offsets = view_offsets()
         self._rows = np.arange(n)
 
-    def _check_correct(self, color: str) -> int:
-        idx = COLOR_TO_IDX[check_color(color)]
-        if idx not in self.key_colors:
-            raise ValueError(f"correct key colour {color!r} is not among the keys")
-        return idx
-
     def set_correct_key_color(self, color: str) -> None:
         """Make `color` the opening colour of every world from its next reset on."""
-        self.next_correct[:] = self._check_correct(color)
+        self.next_correct[:] = COLOR_TO_IDX[check_correct(color, self.key_color_names)]
 
     def call(self, name: str, *args, **kwargs):
         result = getattr(self, name)(*args, **kwargs)

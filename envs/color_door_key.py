@@ -22,6 +22,24 @@ def check_color(color: str) -> str:
     return color
 
 
+def check_correct(color: str, key_colors: tuple[str, ...]) -> str:
+    check_color(color)
+    if color not in key_colors:
+        raise ValueError(f"correct key colour {color!r} is not among the keys {tuple(key_colors)}")
+    return color
+
+
+def check_config(size: int, door_color: str, key_colors: tuple[str, ...], correct_key_color: str) -> None:
+    """Raise ValueError unless the parameters make a ColorDoorKey layout that can be solved."""
+    if size < 6:
+        raise ValueError(f"ColorDoorKey needs size >= 6, got {size}")
+    if len(set(key_colors)) != len(key_colors) or not key_colors:
+        raise ValueError(f"key colours must be distinct and non-empty, got {key_colors}")
+    for color in (door_color, *key_colors):
+        check_color(color)
+    check_correct(correct_key_color, key_colors)
+
+
 def key_distance(image: np.ndarray, color_idx: int) -> int:
     """Manhattan distance, in the agent's view, from the agent to the nearest visible key of
     colour `color_idx`; `width + height` of the view when none is visible.
@@ -71,13 +89,9 @@ class ColorDoorKeyEnv(MiniGridEnv):
         max_steps: int | None = None,
         **kwargs,
     ):
-        if size < 6:
-            raise ValueError(f"ColorDoorKey needs size >= 6, got {size}")
-        if len(set(key_colors)) != len(key_colors) or not key_colors:
-            raise ValueError(f"key colours must be distinct and non-empty, got {key_colors}")
-        self.door_color = check_color(door_color)
-        self.key_colors = tuple(check_color(c) for c in key_colors)
-        self.correct_key_color = self._check_correct(correct_key_color)
+        check_config(size, door_color, tuple(key_colors), correct_key_color)
+        self.door_color, self.key_colors = door_color, tuple(key_colors)
+        self.correct_key_color = correct_key_color
         self._next_correct_key_color = self.correct_key_color
         super().__init__(
             mission_space=MissionSpace(mission_func=self._gen_mission),
@@ -90,15 +104,9 @@ class ColorDoorKeyEnv(MiniGridEnv):
     def _gen_mission():
         return "use the key of the right colour to open the door and then get to the goal"
 
-    def _check_correct(self, color: str) -> str:
-        check_color(color)
-        if color not in self.key_colors:
-            raise ValueError(f"correct key colour {color!r} is not among the keys {self.key_colors}")
-        return color
-
     def set_correct_key_color(self, color: str) -> None:
         """Make `color` the opening colour from the next reset on (the running episode keeps its door)."""
-        self._next_correct_key_color = self._check_correct(color)
+        self._next_correct_key_color = check_correct(color, self.key_colors)
 
     def _gen_grid(self, width, height):
         self.correct_key_color = self._next_correct_key_color

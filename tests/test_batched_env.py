@@ -216,3 +216,16 @@ def test_row_tables_reproduce_process_vis_rows():
     assert visible[agent_only | wall_at_4 << 7] == 0b0011111
     assert above[agent_only | wall_at_4 << 7] == 0b0011111
     assert visible[agent_only | 0 << 7] == agent_only and above[agent_only] == 0  # an opaque agent cell
+
+
+def test_bad_configurations_raise_like_the_minigrid_env():
+    from envs import ColorDoorKeyEnv
+
+    for kwargs, message in [({"size": 5}, "size >= 6"), ({"key_colors": ("red", "red")}, "distinct"),
+                            ({"correct_key_color": "green"}, "not among the keys"), ({"door_color": "pink"}, "unknown colour")]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            BatchedColorDoorKey(2, **kwargs)
+        with pytest.raises(ValueError, match=message):
+            ColorDoorKeyEnv(**kwargs)
+    with pytest.raises(ValueError, match="not among the keys"):
+        BatchedColorDoorKey(2).set_correct_key_color("green")
