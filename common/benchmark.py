@@ -1,6 +1,8 @@
 """Raw env steps/s against training SPS of algorithm files, one process each, same machine, same run.
 
-    python -m common.benchmark --algos ppo --env ColorDoorKey-8x8 --rounds 3
+    python -m common.benchmark --algos ppo --env ColorDoorKey-8x8 --rounds 3 --vector-envs minigrid batched
+    python -m common.benchmark --algos --num-envs 64 --vector-envs minigrid batched    # raw env only
+    python -m common.benchmark --profile --vector-envs minigrid                          # where the time goes
 
 Rounds interleave the measurements so that load from elsewhere on the machine hits them
 alike; the table gives medians and the ratio of medians.
@@ -82,7 +84,7 @@ def profile(algo: str, env: str, total_timesteps: int, extra: list[str]) -> None
         return sum(value[3] for (file, _, name), value in stats.items() if belongs(file, name))
 
     script = cumtime(lambda f, n: n == "<module>" and f.endswith(f"{algo}.py"))
-    print(f"\n{algo} under cProfile, {total_timesteps:,} steps: {script:.1f} s in the script (imports included)\n")
+    print(f"\n{algo} {' '.join(extra)} under cProfile, {total_timesteps:,} steps: {script:.1f} s in the script (imports included)\n")
     print("| where (rows overlap) | seconds | share |\n|-|-|-|")
     for label, belongs in PROFILE_ROWS:
         seconds = cumtime(belongs)
@@ -92,7 +94,7 @@ def profile(algo: str, env: str, total_timesteps: int, extra: list[str]) -> None
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algos", nargs="+", default=["ppo"], help="algorithm files (names under algos/)")
+    parser.add_argument("--algos", nargs="*", default=["ppo"], help="algorithm files (names under algos/); none: raw env only")
     parser.add_argument("--env", default="ColorDoorKey-8x8")
     parser.add_argument("--num-envs", type=int, default=16, help="vector envs, for the raw rate and training")
     parser.add_argument("--total-timesteps", type=int, default=65_536, help="steps of each training run")
@@ -116,7 +118,8 @@ def main() -> None:
     extra = ["--num-envs", str(args.num_envs), *args.extra.split()]
     if args.profile:
         for algo in args.algos:
-            profile(algo, args.env, args.total_timesteps, extra)
+            for vector_env in args.vector_envs:
+                profile(algo, args.env, args.total_timesteps, [*extra, "--vector-env", vector_env])
         return
     names = [(f"raw env [{v}]", None, v) for v in args.vector_envs]
     names += [(f"{algo} [{v}]", algo, v) for algo in args.algos for v in args.vector_envs]
