@@ -208,13 +208,7 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 256)),
-            nn.Tanh(),
-            layer_init(nn.Linear(256, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, 1), std=1.0),
-        )
+        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # intrinsic value head on the critic's body
         self.actor = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 256)),
             nn.Tanh(),
@@ -227,14 +221,15 @@ class Agent(nn.Module):
         return self.critic(x)
 
     def get_int_value(self, x):
-        return self.critic_int(x)
+        return self.critic_int(self.critic[:-1](x))
 
     def get_action_and_value(self, x, action=None):
         logits = self.actor(x)
         probs = Categorical(logits=logits)
         if action is None:
             action = probs.sample()
-        return action, probs.log_prob(action), probs.entropy(), self.critic(x)
+        hidden = self.critic[:-1](x)
+        return action, probs.log_prob(action), probs.entropy(), self.critic[-1](hidden), self.critic_int(hidden)
 
 
 class EnsembleLinear(nn.Module):
@@ -509,9 +504,9 @@ if __name__ == "__main__":
 
                 # ALGO LOGIC: action logic
                 with torch.no_grad():
-                    action, logprob, _, value = agent.get_action_and_value(next_obs)
+                    action, logprob, _, value, int_value = agent.get_action_and_value(next_obs)
                     values[step] = value.flatten()
-                    int_values[step] = agent.get_int_value(next_obs).flatten()
+                    int_values[step] = int_value.flatten()
                 actions[step] = action
                 logprobs[step] = logprob
 
@@ -591,7 +586,9 @@ if __name__ == "__main__":
                     end = start + args.minibatch_size
                     mb_inds = b_inds[start:end]
 
-                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
+                    _, newlogprob, entropy, newvalue, new_int_value = agent.get_action_and_value(
+                        b_obs[mb_inds], b_actions[mb_inds]
+                    )
                     logratio = newlogprob - b_logprobs[mb_inds]
                     ratio = logratio.exp()
 
@@ -624,8 +621,7 @@ if __name__ == "__main__":
                         v_loss = 0.5 * v_loss_max.mean()
                     else:
                         v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
-                    new_int_value = agent.get_int_value(b_obs[mb_inds]).view(-1)
-                    int_v_loss = 0.5 * ((new_int_value - b_int_returns[mb_inds]) ** 2).mean()
+                    int_v_loss = 0.5 * ((new_int_value.view(-1) - b_int_returns[mb_inds]) ** 2).mean()
 
                     entropy_loss = entropy.mean()
                     loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
