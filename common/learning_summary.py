@@ -4,7 +4,8 @@ the external model's held-out loss moves across a phase change.
     python -m common.learning_summary runs/ColorDoorKey-8x8__ppo__* --threshold 0.9
 
 Solved: the mean return of the last `--window` episodes first reaches `--threshold`
-(counted from the phase start, episodes of the phase only). Eval loss around the first
+(counted from the phase start, episodes of the phase only); return_end: that mean at the
+phase's end. Eval loss around the first
 change: the mean of the last `--tail` evaluations before it, the highest after it, the
 mean of the last `--tail` of the run, and the steps from the change until the moving mean
 of `--tail` evaluations is back within `--tolerance` of the level before the change; with
@@ -79,6 +80,9 @@ def summarize(run_dir: Path, threshold: float, window: int, tail: int, tolerance
     row = {"run": run_dir.name}
     for phase, (start, end) in enumerate(zip(starts, ends)):
         row[f"solved_phase{phase}"] = steps_to_return(scalars["charts/episodic_return"], start, end, threshold, window)
+    for phase, (start, end) in enumerate(zip(starts, ends)):
+        returns = [v for step, v in scalars["charts/episodic_return"] if start < step <= end]
+        row[f"return_end_phase{phase}"] = float(np.mean(returns[-window:])) if returns else math.nan
     evals = scalars.get("external_model/eval_loss", [])
     if eval_threshold is not None and evals:
         for phase, (start, end) in enumerate(zip(starts, ends)):
