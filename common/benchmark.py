@@ -59,6 +59,7 @@ def training_sps(algo: str, env: str, total_timesteps: int, extra: list[str]) ->
 
 PROFILE_ROWS = [  # (what, does a pstats key (file, line, function) belong to it); rows overlap
     ("env steps (SyncVectorEnv.step with all wrappers)", lambda f, n: n == "step" and f.endswith("sync_vector_env.py")),
+    ("env steps (BatchedColorDoorKey.step)", lambda f, n: n == "step" and f.endswith("batched.py")),
     ("policy and value forward, rollout and PPO update", lambda f, n: n == "get_action_and_value"),
     ("backward passes, PPO update and external model", lambda f, n: "run_backward" in n),
     ("Adam steps, PPO update and external model", lambda f, n: n == "step" and f.endswith("adam.py")),
