@@ -52,11 +52,7 @@ def steps_to_return(returns: list[tuple[int, float]], start: int, end: float, th
 def recovery_steps(evals: list[tuple[int, float]], change: int, level: float, tail: int, tolerance: float) -> float:
     """Steps from `change` until the mean of the last `tail` evaluations after it is back at
     most `(1 + tolerance) * level`; nan when it never is."""
-    after = [(step, value) for step, value in evals if step > change]
-    for k in range(tail, len(after) + 1):
-        if np.mean([v for _, v in after[k - tail : k]]) <= (1 + tolerance) * level:
-            return after[k - 1][0] - change
-    return math.nan
+    return steps_below(evals, change, math.inf, (1 + tolerance) * level, tail)
 
 
 def steps_below(evals: list[tuple[int, float]], start: int, end: float, threshold: float, tail: int) -> float:

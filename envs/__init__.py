@@ -9,10 +9,11 @@ from __future__ import annotations
 import gymnasium as gym
 import minigrid  # noqa: F401  (registers the MiniGrid-* ids)
 import numpy as np
-from minigrid.core.constants import COLOR_NAMES, COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
+from minigrid.core.constants import COLOR_NAMES
 
 from envs.batched import BatchedColorDoorKey
-from envs.color_door_key import ColorDoorKeyEnv, check_color, key_distance
+from envs.color_door_key import ColorDoorKeyEnv, check_color
+from envs.views import NUM_CHANNELS, key_distance, one_hot_view
 
 __all__ = [
     "BatchedColorDoorKey",
@@ -24,6 +25,7 @@ __all__ = [
     "is_color_door_key",
     "key_distance",
     "known_env_names",
+    "one_hot_view",
     "resolve_env_id",
 ]
 
@@ -70,9 +72,6 @@ def check_phase_schedule(change_steps: list[int], colors: list[str], total_times
         raise ValueError(f"change steps must lie in (0, total-timesteps={total_timesteps}), got {change_steps}")
 
 
-NUM_CHANNELS = len(OBJECT_TO_IDX) + len(COLOR_TO_IDX) + len(STATE_TO_IDX)
-
-
 class OneHotFlatObs(gym.ObservationWrapper):
     """MiniGrid's partial view as a flat float32 one-hot vector (7x7x20 = 980 values).
 
@@ -83,14 +82,7 @@ class OneHotFlatObs(gym.ObservationWrapper):
     def __init__(self, env: gym.Env):
         super().__init__(env)
         width, height, _ = env.observation_space["image"].shape
-        self._cells = np.indices((width, height))
-        self._offsets = np.array([0, len(OBJECT_TO_IDX), len(OBJECT_TO_IDX) + len(COLOR_TO_IDX)])
         self.observation_space = gym.spaces.Box(0.0, 1.0, (width * height * NUM_CHANNELS,), np.float32)
 
     def observation(self, obs):
-        image = obs["image"]
-        out = np.zeros((*image.shape[:2], NUM_CHANNELS), dtype=np.float32)
-        i, j = self._cells
-        for channel in range(3):
-            out[i, j, image[..., channel].astype(np.int64) + self._offsets[channel]] = 1.0
-        return out.reshape(-1)
+        return one_hot_view(obs["image"])

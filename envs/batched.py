@@ -17,14 +17,13 @@ from gymnasium.utils import seeding
 from minigrid.core.constants import COLOR_TO_IDX, DIR_TO_VEC, OBJECT_TO_IDX, STATE_TO_IDX
 
 from envs.color_door_key import check_config, check_correct
+from envs.views import NUM_CHANNELS, one_hot_view, key_distance
 
 EMPTY, WALL, DOOR, KEY, GOAL = (OBJECT_TO_IDX[k] for k in ("empty", "wall", "door", "key", "goal"))
 OPEN, CLOSED, LOCKED = (STATE_TO_IDX[k] for k in ("open", "closed", "locked"))
 GREY, GREEN = COLOR_TO_IDX["grey"], COLOR_TO_IDX["green"]
 LEFT, RIGHT, FORWARD, PICKUP, DROP, TOGGLE, DONE = range(7)
 VIEW = 7
-NUM_OBJECTS, NUM_COLORS = len(OBJECT_TO_IDX), len(COLOR_TO_IDX)
-NUM_CHANNELS = NUM_OBJECTS + NUM_COLORS + len(STATE_TO_IDX)
 
 
 def view_offsets(view: int = VIEW) -> np.ndarray:
@@ -180,24 +179,15 @@ class BatchedColorDoorKey(gym.vector.VectorEnv):
 
     def _observe(self, rows):
         image = self._view(rows)
-        onehot = np.zeros((len(rows), VIEW, VIEW, NUM_CHANNELS), dtype=np.float32)
-        n, i, j = np.indices((len(rows), VIEW, VIEW))
-        onehot[n, i, j, image[..., 0]] = 1.0
-        onehot[n, i, j, NUM_OBJECTS + image[..., 1]] = 1.0
-        onehot[n, i, j, NUM_OBJECTS + NUM_COLORS + image[..., 2]] = 1.0
-        return onehot.reshape(len(rows), -1), self._info(rows, image)
+        return one_hot_view(image), self._info(rows, image)
 
     def _info(self, rows, image):
-        is_key = (image[..., 0] == KEY) & (image[..., 1] == self.correct[rows, None, None])
-        vi, vj = np.meshgrid(np.arange(VIEW), np.arange(VIEW), indexing="ij")
-        distance = np.abs(vi - VIEW // 2) + np.abs(vj - (VIEW - 1))
-        key_distance = np.where(is_key, distance, 2 * VIEW).min(axis=(1, 2))
         return {
             "correct_key_color_idx": self.correct[rows].copy(),
             "agent_x": self.pos[rows, 0].copy(),
             "agent_y": self.pos[rows, 1].copy(),
             "agent_dir": self.dir[rows].copy(),
-            "key_distance": key_distance,
+            "key_distance": key_distance(image, self.correct[rows]),
         }
 
     # -- gymnasium API ----------------------------------------------------------------------------

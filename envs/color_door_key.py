@@ -9,11 +9,13 @@ The goal is in the bottom-right corner; reward is MiniGrid's `1 - 0.9 * steps / 
 from __future__ import annotations
 
 import numpy as np
-from minigrid.core.constants import COLOR_NAMES, COLOR_TO_IDX, OBJECT_TO_IDX
+from minigrid.core.constants import COLOR_NAMES, COLOR_TO_IDX
 from minigrid.core.grid import Grid
 from minigrid.core.mission import MissionSpace
 from minigrid.core.world_object import Door, Goal, Key
 from minigrid.minigrid_env import MiniGridEnv
+
+from envs.views import key_distance
 
 
 def check_color(color: str) -> str:
@@ -38,21 +40,6 @@ def check_config(size: int, door_color: str, key_colors: tuple[str, ...], correc
     for color in (door_color, *key_colors):
         check_color(color)
     check_correct(correct_key_color, key_colors)
-
-
-def key_distance(image: np.ndarray, color_idx: int) -> int:
-    """Manhattan distance, in the agent's view, from the agent to the nearest visible key of
-    colour `color_idx`; `width + height` of the view when none is visible.
-
-    `image` is MiniGrid's encoded partial view (view x, view y, [object, colour, state]),
-    with the agent at the bottom centre; a carried key shows at the agent's cell (distance 0).
-    Cells the agent cannot see are encoded as "unseen", so occluded keys do not count.
-    """
-    width, height = image.shape[:2]
-    xs, ys = np.nonzero((image[..., 0] == OBJECT_TO_IDX["key"]) & (image[..., 1] == color_idx))
-    if len(xs) == 0:
-        return width + height
-    return int(np.min(np.abs(xs - width // 2) + np.abs(ys - (height - 1))))
 
 
 class ColorLockedDoor(Door):
