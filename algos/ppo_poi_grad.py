@@ -20,7 +20,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from common.heldout import random_policy_transitions
 from common.running_stats import DiscountedReturnStd
-from common.runs import hparams_markdown, progress_line, run_name, save_args
+from common.runs import hparams_markdown, mark_finished, progress_line, run_name, save_args
 from envs import BatchedColorDoorKey, OneHotFlatObs, check_phase_schedule, is_color_door_key, resolve_env_id
 
 
@@ -655,6 +655,8 @@ if __name__ == "__main__":
             model.save(run_dir / "external_model.pt")
             save_args(args, run_dir / "args.json")
             print(f"models saved to {run_dir}")
+        writer.flush()
+        mark_finished(run_dir, global_step, time.time() - start_time)
     finally:  # a crash mid-run keeps everything logged so far
         envs.close()
         eval_env.close()

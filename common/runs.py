@@ -9,8 +9,17 @@ import time
 from pathlib import Path
 
 
+COMPLETION_MARKER = "finished.json"
+"""written into a run folder when its run reached the end; sweeps skip runs that have it"""
+
+
 def run_name(env: str, exp_name: str, seed: int) -> str:
     return f"{env}__{exp_name}__{seed}__{int(time.time())}"
+
+
+def mark_finished(run_dir: Path, global_step: int, seconds: float) -> None:
+    """Last act of a run that reached its end (after its event files are flushed)."""
+    (run_dir / COMPLETION_MARKER).write_text(json.dumps({"global_step": global_step, "seconds": round(seconds, 1)}))
 
 
 def hparams_markdown(args) -> str:

@@ -1,0 +1,262 @@
+"""Run many (algorithm, env, seed) runs, one process each, on this machine or a Ray cluster.
+
+    python -m common.sweep --algos ppo ppo_poi_ensemble --envs ColorDoorKey-6x6 --seeds 1 2 3 \\
+        --out sweeps/demo --extra "--total-timesteps 200000 --model-target key_distance"
+    python -m common.sweep ... --backend ray                         # a local Ray instance
+    python -m common.sweep ... --backend ray --ray-address auto      # a running Ray cluster
+
+An algorithm is a file name in algos/ (`ppo_poi_ensemble`) or a path to a script, optionally
+followed by arguments of its own: "ppo_poi_ensemble --int-coef 0.1". Every run gets
+`--env`, `--seed`, `--runs-dir <out>/runs`, `--exp-name <label>` and then `--extra`; the
+label is the algorithm's name followed by its own arguments
+(`ppo_poi_ensemble-int-coef-0.1`), and the run folder is `<env>__<label>__<seed>__<time>`.
+
+A run whose folder holds the completion marker (common/runs.COMPLETION_MARKER) is skipped
+when the sweep is started again; a run that fails is recorded in `<out>/logs/<run>.failed.json`
+(exit code and the tail of its log) while the others go on, and is tried again on the next
+start. Each run's output goes to `<out>/logs/<run>.log`; `<out>/sweep.json` lists the planned
+runs for the analysis (python -m common.analyze <out>).
+
+Ray: every node must see this repository and `<out>` at the same paths (a shared file
+system), and have the requirements installed; each run asks Ray for one CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from common.runs import COMPLETION_MARKER
+
+ROOT = Path(__file__).resolve().parents[1]
+LOG_TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class Run:
+    label: str
+    env: str
+    seed: int
+    command: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.env}__{self.label}__{self.seed}"
+
+
+def resolve_algo(spec: str) -> tuple[str, Path, list[str]]:
+    """`name [args...]` -> (label, script path, the algorithm's own args)."""
+    name, *own_args = shlex.split(spec)
+    path = Path(name) if name.endswith(".py") else ROOT / "algos" / f"{name}.py"
+    if not path.is_file():
+        known = " ".join(sorted(p.stem for p in (ROOT / "algos").glob("*.py")))
+        raise ValueError(f"unknown algorithm {name!r}: not a file; known: {known}")
+    label = "-".join([path.stem, *(arg.lstrip("-") for arg in own_args)])
+    label = re.sub(r"_{2,}", "_", re.sub(r"[^A-Za-z0-9._=+-]+", "-", label))  # "__" separates name parts
+    return label, path.resolve(), own_args
+
+
+def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[str], out: Path) -> list[Run]:
+    """Seed-major order: a sweep cut short has the same seeds of every method and env."""
+    resolved = [resolve_algo(spec) for spec in algos]
+    runs = []
+    for seed in seeds:
+        for env in envs:
+            for label, path, own_args in resolved:
+                command = (sys.executable, str(path), "--env", env, "--seed", str(seed),
+                           "--runs-dir", str(out / "runs"), "--exp-name", label, *own_args, *extra)
+                runs.append(Run(label, env, seed, command))
+    keys = [run.key for run in runs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("two algorithm specs give the same label; give them different arguments")
+    return runs
+
+
+def finished_run_dir(run: Run, out: Path) -> Path | None:
+    """The run folder of a finished attempt of `run`, if any."""
+    for run_dir in sorted((out / "runs").glob(f"{glob_escape(run.key)}__*")):
+        if (run_dir / COMPLETION_MARKER).is_file():
+            return run_dir
+    return None
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def execute(command: tuple[str, ...], log_path: str, timeout: float | None) -> tuple[int, float]:
+    """Run one command with one thread for its numerics, output appended to `log_path`;
+    returns (exit code, seconds). A run over `timeout` is killed (exit code -9)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    start = time.time()
+    with open(log_path, "a") as log:
+        log.write(f"$ {shlex.join(command)}\n")
+        log.flush()
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = process.wait()
+            log.write(f"killed after --run-timeout {timeout} s\n")
+        except BaseException:  # Ctrl-C: the run must not outlive the sweep
+            process.kill()
+            raise
+    return code, time.time() - start
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.is_file() else ""
+
+
+class Progress:
+    """Counts and the console line: done / running / failed / skipped / ETA."""
+
+    def __init__(self, total: int, skipped: int, workers: int):
+        self.total, self.skipped, self.workers = total, skipped, workers
+        self.done, self.failed, self.running, self.durations = 0, 0, 0, []
+
+    def line(self) -> str:
+        left = self.total - self.skipped - self.done - self.failed
+        if self.durations:  # the mean run time so far, spread over the workers
+            eta = sum(self.durations) / len(self.durations) * left / self.workers
+            eta_text = time.strftime("%H:%M:%S", time.gmtime(eta))
+        else:
+            eta_text = "-"
+        return (f"[sweep] done {self.done + self.skipped}/{self.total} (skipped {self.skipped}) | "
+                f"running {self.running} | failed {self.failed} | ETA {eta_text}")
+
+
+def record(run: Run, code: int, seconds: float, out: Path, progress: Progress) -> None:
+    log_path = out / "logs" / f"{run.key}.log"
+    failed_path = out / "logs" / f"{run.key}.failed.json"
+    if code == 0 and finished_run_dir(run, out) is not None:
+        progress.done += 1
+        progress.durations.append(seconds)
+        failed_path.unlink(missing_ok=True)
+        print(f"[sweep] finished {run.key} in {seconds:.0f} s", flush=True)
+    else:
+        progress.failed += 1
+        tail = log_tail(log_path)
+        failed_path.write_text(json.dumps({"exit_code": code, "seconds": round(seconds, 1),
+                                           "command": shlex.join(run.command), "log_tail": tail}, indent=2))
+        print(f"[sweep] FAILED {run.key} (exit code {code}); log {log_path}:\n{tail}", flush=True)
+    print(progress.line(), flush=True)
+
+
+def run_local(todo: list[Run], out: Path, workers: int, timeout: float | None, progress: Progress) -> None:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending = {}
+        for run in todo:
+            pending[pool.submit(execute, run.command, str(out / "logs" / f"{run.key}.log"), timeout)] = run
+        progress.running = min(workers, len(todo))
+        print(progress.line(), flush=True)
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                code, seconds = future.result()
+                run = pending.pop(future)
+                progress.running = min(workers, len(pending))
+                record(run, code, seconds, out, progress)
+
+
+def run_ray(todo: list[Run], out: Path, address: str | None, workers: int, timeout: float | None,
+            progress: Progress) -> None:
+    import ray
+
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(execute)
+        pending = {remote.remote(run.command, str(out / "logs" / f"{run.key}.log"), timeout): run for run in todo}
+        capacity = int(ray.cluster_resources().get("CPU", workers))
+        progress.workers = capacity
+        progress.running = min(capacity, len(todo))
+        print(progress.line(), flush=True)
+        while pending:
+            finished, _ = ray.wait(list(pending), num_returns=1)
+            for ref in finished:
+                try:
+                    code, seconds = ray.get(ref)
+                except ray.exceptions.RayError as error:  # the task or its node died: a failed run
+                    print(f"[sweep] ray: {error}", flush=True)
+                    code, seconds = -1, 0.0
+                run = pending.pop(ref)
+                progress.running = min(capacity, len(pending))
+                record(run, code, seconds, out, progress)
+    finally:
+        ray.shutdown()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algos", nargs="+", required=True, help="algorithm files, each optionally with its own args")
+    parser.add_argument("--envs", nargs="+", default=["ColorDoorKey"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--extra", default="", help="arguments passed to every run, as one string")
+    parser.add_argument("--out", required=True, help="sweep folder: runs/, logs/, sweep.json")
+    parser.add_argument("--backend", choices=["local", "ray"], default="local")
+    parser.add_argument("--workers", type=int, default=os.cpu_count(), help="parallel runs (local; local Ray)")
+    parser.add_argument("--ray-address", default=None, help="address of a running Ray cluster (default: start one)")
+    parser.add_argument("--run-timeout", type=float, default=None, help="seconds after which a run is killed")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands and exit")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out).resolve()
+    try:
+        if args.workers <= 0:
+            raise ValueError(f"--workers must be positive, got {args.workers}")
+        if args.run_timeout is not None and args.run_timeout <= 0:
+            raise ValueError(f"--run-timeout must be positive, got {args.run_timeout}")
+        runs = plan_runs(args.algos, args.envs, args.seeds, shlex.split(args.extra), out)
+        if args.backend == "ray":
+            try:
+                import ray  # noqa: F401
+            except ImportError:
+                raise ValueError("--backend ray needs ray: pip install 'ray[default]'") from None
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if args.dry_run:
+        print("\n".join(shlex.join(run.command) for run in runs))
+        return 0
+
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    (out / "runs").mkdir(exist_ok=True)
+    manifest = {"algos": args.algos, "envs": args.envs, "seeds": args.seeds, "extra": args.extra,
+                "runs": [asdict(run) | {"key": run.key} for run in runs]}
+    (out / "sweep.json").write_text(json.dumps(manifest, indent=2))
+
+    todo = [run for run in runs if finished_run_dir(run, out) is None]
+    progress = Progress(len(runs), len(runs) - len(todo), args.workers)
+    for run in runs:
+        if run not in todo:
+            print(f"[sweep] skip {run.key}: finished in {finished_run_dir(run, out)}")
+    if args.backend == "ray":
+        run_ray(todo, out, args.ray_address, args.workers, args.run_timeout, progress)
+    else:
+        run_local(todo, out, args.workers, args.run_timeout, progress)
+    if progress.failed:
+        failed = sorted(p.name[: -len(".failed.json")] for p in (out / "logs").glob("*.failed.json"))
+        print(f"[sweep] {progress.failed} run(s) failed: {' '.join(failed)}; start the sweep again to retry them")
+        return 1
+    print(f"[sweep] all {len(runs)} runs finished; analyse with: python -m common.analyze {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
