@@ -1,0 +1,383 @@
+"""Analyse a sweep: per run and phase, how fast and how far the external model learns, and
+whether the task was solved; per method, IQM with stratified-bootstrap 95% CIs (rliable).
+
+    python -m common.analyze sweeps/demo --baseline ppo --eval-threshold 2 --train-threshold 0.5
+    python -m common.analyze sweeps/a sweeps/b --out results/ab --drop-unsuccessful
+
+Reads every run folder under the given folders (any folder holding TensorBoard event files,
+named `<env>__<method>__<seed>__<time>` as the algorithm files name them). Per run and phase
+(phases from `charts/phase`), following EMMA's definitions, with an exponential moving
+average of span `--span` restarted at each phase start:
+- adaptation efficiency: global steps from the phase start until the smoothed external-model
+  loss first falls below `--train-threshold` / `--eval-threshold`. A phase where it never does
+  counts with the phase's length (a lower bound; the table says how many reached it);
+- asymptotic loss: the lowest smoothed loss in the phase;
+- success: whether the smoothed episodic return exceeded `--success-threshold` in the phase.
+`--drop-unsuccessful` keeps only the runs that succeeded in every phase, and says how many went.
+
+Aggregates per (env, phase, method): IQM and 95% CI by stratified bootstrap over runs
+(`--reps` resamples); with `--baseline`, each run's adaptation efficiency divided by the
+baseline's IQM as well (below 1 = adapts faster than the baseline). Writes `results.json`,
+`results.md` and PNG plots (curves with CI bands; normalised adaptation efficiency) to `--out`.
+Of several attempts of one run (a sweep started again), the finished one counts, else the latest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from common.learning_summary import phase_starts
+from common.runs import COMPLETION_MARKER
+from common.tb import read_scalars
+
+LOSSES = {"train": "external_model/train_loss", "eval": "external_model/eval_loss"}
+RETURN = "charts/episodic_return"
+RUN_NAME = re.compile(r"^(?P<env>.+?)__(?P<method>.+)__(?P<seed>-?\d+)__(?P<time>\d+)$")
+
+
+@dataclass
+class RunInfo:
+    path: Path
+    env: str
+    method: str
+    seed: int
+    finished: bool
+    scalars: dict = field(default_factory=dict, repr=False)
+    phases: list[dict] = field(default_factory=list)
+
+
+def ema(values: np.ndarray, span: int) -> np.ndarray:
+    """Exponential moving average, alpha = 2 / (span + 1), starting at the first value
+    (pandas' `ewm(span=span, adjust=False).mean()`)."""
+    alpha = 2.0 / (span + 1.0)
+    out = np.empty(len(values))
+    level = values[0] if len(values) else 0.0
+    for i, value in enumerate(values):
+        level = level + alpha * (value - level)
+        out[i] = level
+    return out
+
+
+def first_step_below(steps: np.ndarray, smoothed: np.ndarray, threshold: float) -> float:
+    below = np.flatnonzero(smoothed < threshold)
+    return float(steps[below[0]]) if len(below) else math.nan
+
+
+def in_phase(series: list[tuple[int, float]], start: int, end: float) -> tuple[np.ndarray, np.ndarray]:
+    pairs = [(step, value) for step, value in series if start <= step < end]
+    return np.array([s for s, _ in pairs], dtype=float), np.array([v for _, v in pairs], dtype=float)
+
+
+def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], success_threshold: float) -> list[dict]:
+    """The metrics of every phase of one run (see the module docstring)."""
+    starts = phase_starts(scalars)
+    last = max(step for series in scalars.values() for step, _ in series)
+    ends = starts[1:] + [last + 1]
+    phases = []
+    for phase, (start, end) in enumerate(zip(starts, ends)):
+        row = {"phase": phase, "start": start, "length": end - start}
+        for kind, tag in LOSSES.items():
+            steps, values = in_phase(scalars[tag], start, end)
+            if len(values) == 0:
+                row.update({f"{kind}_adaptation": math.nan, f"{kind}_reached": False, f"{kind}_asymptotic": math.nan})
+                continue
+            smoothed = ema(values, span)
+            reached = first_step_below(steps, smoothed, thresholds[kind])
+            row[f"{kind}_reached"] = not math.isnan(reached)
+            row[f"{kind}_adaptation"] = (reached if row[f"{kind}_reached"] else end) - start
+            row[f"{kind}_asymptotic"] = float(smoothed.min())
+        steps, returns = in_phase(scalars.get(RETURN, []), start, end)
+        above = np.flatnonzero(ema(returns, span) > success_threshold)
+        row["success"] = bool(len(above))
+        row["success_steps"] = steps[above[0]] - start if len(above) else math.nan
+        phases.append(row)
+    return phases
+
+
+def find_runs(folders: list[Path]) -> tuple[list[RunInfo], list[str]]:
+    """Run folders under `folders`, one per (env, method, seed); notes on what was passed over."""
+    notes, attempts = [], defaultdict(list)
+    for folder in folders:
+        if not folder.is_dir():
+            raise ValueError(f"no folder at {folder}")
+        run_dirs = sorted({p.parent for p in folder.rglob("events.out.tfevents*")})
+        if not run_dirs:
+            raise ValueError(f"no runs (TensorBoard event files) under {folder}")
+        for run_dir in run_dirs:
+            match = RUN_NAME.match(run_dir.name)
+            if match is None:
+                notes.append(f"passed over {run_dir}: not named <env>__<method>__<seed>__<time>")
+                continue
+            key = (match["env"], match["method"], int(match["seed"]))
+            attempts[key].append(((run_dir / COMPLETION_MARKER).is_file(), int(match["time"]), run_dir))
+    runs = []
+    for (env, method, seed), options in sorted(attempts.items()):
+        finished, _, run_dir = max(options)  # finished first, then the latest
+        runs.append(RunInfo(run_dir, env, method, seed, finished))
+        if not finished:
+            notes.append(f"{run_dir.name} did not finish (no {COMPLETION_MARKER}): analysed as far as it got")
+    return runs, notes
+
+
+def planned_but_missing(folders: list[Path], runs: list[RunInfo]) -> list[str]:
+    """Runs listed in a folder's sweep.json that have no run folder yet."""
+    present = {f"{run.env}__{run.method}__{run.seed}" for run in runs}
+    missing = []
+    for folder in folders:
+        manifest = folder / "sweep.json"
+        if manifest.is_file():
+            missing += [r["key"] for r in json.loads(manifest.read_text())["runs"] if r["key"] not in present]
+    return missing
+
+
+def interval_estimates(scores: dict[str, np.ndarray], reps: int, seed: int) -> dict[str, tuple[float, float, float]]:
+    """IQM and 95% stratified-bootstrap CI per method; scores[method] has shape (runs, tasks)."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    with warnings.catch_warnings():  # arch's notice about its future random-state argument
+        warnings.simplefilter("ignore", FutureWarning)
+        point, interval = rly.get_interval_estimates(
+            scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps,
+            random_state=np.random.RandomState(seed))  # fmt: skip
+    return {m: (float(point[m][0]), float(interval[m][0, 0]), float(interval[m][1, 0])) for m in scores}
+
+
+def aggregate(runs: list[RunInfo], baseline: str | None, reps: int, seed: int) -> list[dict]:
+    """One row per (env, phase, method): IQM [CI] of each metric over the runs."""
+    rows = []
+    metric_names = [f"{kind}_{name}" for kind in LOSSES for name in ("adaptation", "asymptotic")]
+    groups = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        for phase in run.phases:
+            groups[(run.env, phase["phase"])][run.method].append(phase)
+    for (env, phase), by_method in sorted(groups.items()):
+        estimates = {}
+        for name in metric_names:
+            scores = {m: np.array([[p[name]] for p in ps if not math.isnan(p[name])]) for m, ps in by_method.items()}
+            scores = {m: s for m, s in scores.items() if len(s)}
+            estimates[name] = interval_estimates(scores, reps, seed)
+            if baseline is not None and name.endswith("adaptation") and baseline in estimates[name]:
+                base = estimates[name][baseline][0]
+                normalised = {m: s / base for m, s in scores.items()} if base > 0 else {}
+                estimates[f"{name}_normalised"] = interval_estimates(normalised, reps, seed) if normalised else {}
+        for method, phases in sorted(by_method.items()):
+            row = {"env": env, "phase": phase, "method": method, "runs": len(phases),
+                   "success": sum(p["success"] for p in phases)}
+            for kind in LOSSES:
+                row[f"{kind}_reached"] = sum(p[f"{kind}_reached"] for p in phases)
+            for name, per_method in estimates.items():
+                if method in per_method:
+                    row[name] = dict(zip(("iqm", "low", "high"), per_method[method]))
+            rows.append(row)
+    return rows
+
+
+def curves(runs: list[RunInfo], span: int, reps: int, seed: int, points: int = 100) -> dict:
+    """Per env and method: smoothed losses and return on a common step grid (up to the end of
+    the shortest run), IQM and 95% CI band per grid point."""
+    from rliable import library as rly
+    from scipy.stats import trim_mean
+
+    out = {}
+    for env in sorted({run.env for run in runs}):
+        members = [run for run in runs if run.env == env]
+        grid = np.linspace(0, min(r.scalars[LOSSES["train"]][-1][0] for r in members), points)
+        phase_starts_ = [p["start"] for p in members[0].phases]
+        out[env] = {"steps": grid.tolist(), "phase_starts": phase_starts_, "methods": {}}
+        for method in sorted({run.method for run in members}):
+            per_tag = {}
+            for name, tag in {**{f"{k}_loss": t for k, t in LOSSES.items()}, "return": RETURN}.items():
+                series = []
+                for run in (r for r in members if r.method == method):
+                    smoothed_steps, smoothed = [], []
+                    for p in run.phases:
+                        steps, values = in_phase(run.scalars.get(tag, []), p["start"], p["start"] + p["length"])
+                        if len(values):
+                            smoothed_steps.append(steps)
+                            smoothed.append(ema(values, span))
+                    if smoothed:
+                        series.append(np.interp(grid, np.concatenate(smoothed_steps), np.concatenate(smoothed)))
+                if not series:
+                    continue
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", FutureWarning)
+                    point, band = rly.get_interval_estimates(
+                        {method: np.array(series)}, lambda x: trim_mean(x, 0.25, axis=0), reps=reps,
+                        random_state=np.random.RandomState(seed))  # fmt: skip
+                per_tag[name] = {"iqm": point[method].tolist(), "low": band[method][0].tolist(),
+                                 "high": band[method][1].tolist()}  # fmt: skip
+            out[env]["methods"][method] = per_tag
+    return out
+
+
+def plot(curve_data: dict, rows: list[dict], baseline: str | None, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for env, data in curve_data.items():
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+        for ax, (name, title) in zip(axes, [("eval_loss", "external model eval loss"),
+                                            ("train_loss", "external model train loss"),
+                                            ("return", "episodic return")]):  # fmt: skip
+            for method, per_tag in data["methods"].items():
+                if name in per_tag:
+                    line, = ax.plot(data["steps"], per_tag[name]["iqm"], label=method)
+                    ax.fill_between(data["steps"], per_tag[name]["low"], per_tag[name]["high"],
+                                    color=line.get_color(), alpha=0.2)  # fmt: skip
+            for start in data["phase_starts"][1:]:
+                ax.axvline(start, color="grey", linestyle="--", linewidth=1)
+            ax.set(title=f"{title} (IQM, 95% CI)", xlabel="global step")
+            ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
+        axes[0].legend(fontsize=8)
+        fig.suptitle(env)
+        fig.tight_layout()
+        path = out / f"curves_{env}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+
+        env_rows = [row for row in rows if row["env"] == env]
+        suffix = "_normalised" if baseline else ""
+        fig, axes = plt.subplots(1, len(LOSSES), figsize=(12, 4))
+        methods = sorted({row["method"] for row in env_rows})
+        phases = sorted({row["phase"] for row in env_rows})
+        width = 0.8 / max(1, len(methods))
+        for ax, kind in zip(axes, LOSSES):
+            for i, method in enumerate(methods):
+                xs, heights, errors = [], [], [[], []]
+                for row in env_rows:
+                    estimate = row.get(f"{kind}_adaptation{suffix}")
+                    if row["method"] == method and estimate:
+                        xs.append(phases.index(row["phase"]) + (i - (len(methods) - 1) / 2) * width)
+                        heights.append(estimate["iqm"])
+                        errors[0].append(estimate["iqm"] - estimate["low"])
+                        errors[1].append(estimate["high"] - estimate["iqm"])
+                ax.bar(xs, heights, width, yerr=errors, capsize=3, label=method)
+            if baseline:
+                ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+            ax.set_xticks(range(len(phases)), [f"phase {p}" for p in phases])
+            ax.set(title=f"{kind} loss: adaptation efficiency" + (f" / {baseline}'s" if baseline else " (steps)"),
+                   ylabel="IQM, 95% CI (lower = faster)")  # fmt: skip
+        axes[0].legend(fontsize=8)
+        fig.suptitle(env)
+        fig.tight_layout()
+        path = out / f"adaptation_{env}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def markdown(rows: list[dict], settings: dict, notes: list[str]) -> str:
+    def cell(estimate: dict | None, steps: bool) -> str:
+        if not estimate:
+            return "-"
+        fmt = (lambda v: f"{v:,.0f}") if steps else (lambda v: f"{v:.3g}")
+        return f"{fmt(estimate['iqm'])} [{fmt(estimate['low'])}, {fmt(estimate['high'])}]"
+
+    lines = [f"Settings: {json.dumps(settings)}", ""]
+    for kind in LOSSES:
+        lines += [f"### {kind} loss (threshold {settings[f'{kind}_threshold']})", "",
+                  "| env | phase | method | runs | task solved | reached | adaptation steps | normalised "
+                  "| asymptotic loss |", "|-|-|-|-|-|-|-|-|-|"]  # fmt: skip
+        for row in rows:
+            lines.append(
+                f"| {row['env']} | {row['phase']} | {row['method']} | {row['runs']} | {row['success']}/{row['runs']} "
+                f"| {row[f'{kind}_reached']}/{row['runs']} | {cell(row.get(f'{kind}_adaptation'), True)} "
+                f"| {cell(row.get(f'{kind}_adaptation_normalised'), False)} "
+                f"| {cell(row.get(f'{kind}_asymptotic'), False)} |"
+            )
+        lines.append("")
+    lines.append("IQM [95% stratified-bootstrap CI] over runs. Adaptation steps: from the phase start until the "
+                 "smoothed loss first falls below the threshold; a run that never gets there counts with the "
+                 "phase's length. Normalised: divided by the baseline's IQM (below 1 = faster).")  # fmt: skip
+    if notes:
+        lines += ["", "Notes:", *[f"- {note}" for note in notes]]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folders", nargs="+", type=Path, help="sweep folders or folders of run folders")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: <first folder>/analysis)")
+    parser.add_argument("--span", type=int, default=30, help="span of the exponential moving average")
+    parser.add_argument("--train-threshold", type=float, default=0.5)
+    parser.add_argument("--eval-threshold", type=float, default=2.0)
+    parser.add_argument("--success-threshold", type=float, default=0.8, help="smoothed return that counts as solved")
+    parser.add_argument("--drop-unsuccessful", action="store_true", help="keep only runs that solved every phase")
+    parser.add_argument("--baseline", default=None, help="method to normalise adaptation efficiency by")
+    parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if args.span < 1 or args.reps < 1:
+            raise ValueError("--span and --reps must be at least 1")
+        runs, notes = find_runs(args.folders)
+        missing = planned_but_missing(args.folders, runs)
+        if missing:
+            notes.append(f"{len(missing)} planned run(s) have no run folder yet: {' '.join(missing)}")
+        usable = []
+        for run in runs:
+            run.scalars = read_scalars(run.path)
+            lacking = [tag for tag in LOSSES.values() if not run.scalars.get(tag)]
+            if lacking:
+                notes.append(f"passed over {run.path.name}: no {', '.join(lacking)}")
+                continue
+            if not run.scalars.get(RETURN):
+                notes.append(f"{run.path.name}: no episode ended (no {RETURN}): not successful")
+            thresholds = {"train": args.train_threshold, "eval": args.eval_threshold}
+            run.phases = phase_metrics(run.scalars, args.span, thresholds, args.success_threshold)
+            usable.append(run)
+        if not usable:
+            raise ValueError("no run has the scalars the analysis needs: " + "; ".join(notes))
+        if args.drop_unsuccessful:
+            kept = [run for run in usable if all(p["success"] for p in run.phases)]
+            notes.append(f"--drop-unsuccessful: dropped {len(usable) - len(kept)} of {len(usable)} runs")
+            usable = kept
+            if not usable:
+                raise ValueError("--drop-unsuccessful dropped every run")
+        methods = sorted({run.method for run in usable})
+        if args.baseline is not None and args.baseline not in methods:
+            raise ValueError(f"baseline {args.baseline!r} is not in the sweep; methods: {' '.join(methods)}")
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+    out = args.out or args.folders[0] / "analysis"
+    out.mkdir(parents=True, exist_ok=True)
+    rows = aggregate(usable, args.baseline, args.reps, args.seed)
+    curve_data = curves(usable, args.span, min(args.reps, 1000), args.seed)
+    plots = plot(curve_data, rows, args.baseline, out)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("folders", "out")}
+    settings["folders"] = [str(f) for f in args.folders]
+    results = {"settings": settings, "notes": notes, "aggregates": rows, "curves": curve_data,
+               "runs": [{"run": run.path.name, "env": run.env, "method": run.method, "seed": run.seed,
+                         "finished": run.finished, "phases": run.phases} for run in usable]}  # fmt: skip
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    table = markdown(rows, settings, notes)
+    (out / "results.md").write_text(table)
+    print(table)
+    print(f"wrote {out / 'results.json'}, {out / 'results.md'}, {', '.join(p.name for p in plots)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

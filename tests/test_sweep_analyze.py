@@ -1,0 +1,214 @@
+"""The sweep launcher (skip finished runs, survive failed ones, Ray) and the analysis (metrics on
+event files whose answers are known by construction, bad input, a tiny real sweep end to end)."""
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from torch.utils.tensorboard import SummaryWriter
+
+from common import analyze, sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# a stand-in algorithm: takes the sweep's flags, finishes like the real ones, or fails on demand
+FAKE_ALGO = textwrap.dedent(f"""
+    import argparse, sys
+    from pathlib import Path
+    sys.path.insert(0, {str(ROOT)!r})
+    from common.runs import mark_finished, run_name
+    parser = argparse.ArgumentParser()
+    for flag in ("--env", "--runs-dir", "--exp-name", "--fail-seeds"):
+        parser.add_argument(flag, default="")
+    parser.add_argument("--seed", type=int)
+    args = parser.parse_args()
+    print("starting", args.seed)
+    if str(args.seed) in args.fail_seeds.split(","):
+        sys.exit("diverged at step 7")
+    run_dir = Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
+    run_dir.mkdir(parents=True)
+    mark_finished(run_dir, 10, 0.1)
+""")
+
+
+def run_sweep(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "fake_algo.py"
+    script.write_text(FAKE_ALGO)
+    cmd = [sys.executable, "-m", "common.sweep", "--algos", str(script), "--envs", "E", "--out", str(tmp_path / "sw"), *flags]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_sweep_skips_finished_runs_and_records_failed_ones(tmp_path):
+    first = run_sweep(tmp_path, "--seeds", "1", "2", "3", "--workers", "2", "--extra", "--fail-seeds 2")
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "FAILED E__fake_algo__2 (exit code 1)" in first.stdout and "diverged at step 7" in first.stdout
+    failed = json.loads((tmp_path / "sw/logs/E__fake_algo__2.failed.json").read_text())
+    assert failed["exit_code"] == 1 and "diverged at step 7" in failed["log_tail"]
+    assert len(list((tmp_path / "sw/runs").iterdir())) == 2  # seeds 1 and 3 went on and finished
+
+    second = run_sweep(tmp_path, "--seeds", "1", "2", "3", "--workers", "2")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "skip E__fake_algo__1" in second.stdout and "skip E__fake_algo__3" in second.stdout
+    assert "finished E__fake_algo__2" in second.stdout and "done 3/3 (skipped 2)" in second.stdout
+    assert not (tmp_path / "sw/logs/E__fake_algo__2.failed.json").exists()
+    assert len(list((tmp_path / "sw/runs").iterdir())) == 3
+    log = (tmp_path / "sw/logs/E__fake_algo__2.log").read_text()
+    assert log.count("starting 2") == 2  # both attempts kept in the log
+
+
+def test_sweep_on_a_local_ray_instance(tmp_path):
+    pytest.importorskip("ray")
+    result = run_sweep(tmp_path, "--seeds", "1", "2", "--workers", "2", "--backend", "ray")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "finished E__fake_algo__1" in result.stdout and "finished E__fake_algo__2" in result.stdout
+    assert sorted(p.name.split("__")[2] for p in (tmp_path / "sw/runs").iterdir()) == ["1", "2"]
+
+
+def test_sweep_plans_labels_and_rejects_bad_input(tmp_path):
+    runs = sweep.plan_runs(["ppo", "ppo_poi_ensemble --int-coef 0.1"], ["E"], [1, 2], ["--total-timesteps", "9"], tmp_path)
+    assert [run.key for run in runs] == ["E__ppo__1", "E__ppo_poi_ensemble-int-coef-0.1__1",
+                                         "E__ppo__2", "E__ppo_poi_ensemble-int-coef-0.1__2"]  # fmt: skip
+    assert runs[1].command[-4:] == ("--int-coef", "0.1", "--total-timesteps", "9")
+    with pytest.raises(ValueError, match="unknown algorithm 'nope'.*known: .*ppo"):
+        sweep.resolve_algo("nope")
+    result = run_sweep(tmp_path, "--workers", "0")
+    assert result.returncode == 1 and result.stderr.strip() == "error: --workers must be positive, got 0"
+
+
+# ---- analysis ----------------------------------------------------------------------------------
+
+
+def test_ema_matches_pandas_and_a_hand_worked_case():
+    assert np.allclose(analyze.ema(np.array([4.0, 0.0, 0.0]), span=3), [4.0, 2.0, 1.0])  # alpha = 0.5
+    values = np.random.default_rng(0).normal(size=50)
+    assert np.allclose(analyze.ema(values, 30), pd.Series(values).ewm(span=30, adjust=False).mean().to_numpy())
+
+
+PER_PHASE, DROP_AT, EVERY = 100, 40, 1000  # logged points per phase, index where the loss drops, steps apart
+
+
+def write_run(folder: Path, method: str, seed: int, high: float, finished: bool = True, tags=None) -> None:
+    """Two phases of PER_PHASE iterations; in each, the losses are `high` until index DROP_AT and
+    0 after it; the return is 0 then 1 (from DROP_AT) in phase 0 and 0 throughout phase 1."""
+    run_dir = folder / f"ColorDoorKey-6x6__{method}__{seed}__{1000 + seed}"
+    writer = SummaryWriter(run_dir)
+    for i in range(2 * PER_PHASE):
+        step, phase, index = (i + 1) * EVERY, i // PER_PHASE, i % PER_PHASE
+        loss = high if index < DROP_AT else 0.0
+        scalars = {"charts/phase": phase, "external_model/train_loss": loss, "external_model/eval_loss": loss,
+                   "charts/episodic_return": float(phase == 0 and index >= DROP_AT)}  # fmt: skip
+        for tag, value in scalars.items():
+            if tags is None or tag in tags:
+                writer.add_scalar(tag, value, step)
+    writer.close()
+    if finished:
+        (run_dir / "finished.json").write_text("{}")
+
+
+def test_metrics_on_event_files_with_known_answers(tmp_path):
+    write_run(tmp_path, "m", 1, high=8.0)
+    runs, _ = analyze.find_runs([tmp_path])
+    scalars = analyze.read_scalars(runs[0].path)
+    alpha = 2 / 31
+    # after the drop the smoothed loss is 8 (1 - alpha)^(j + 1) at the j-th point: below 2 once (1 - alpha)^(j + 1) < 1/4
+    j = math.ceil(math.log(0.25) / math.log(1 - alpha)) - 1
+    # the return's smoothed value 1 - (1 - alpha)^(k + 1) passes 0.8 once (1 - alpha)^(k + 1) < 0.2
+    k = math.ceil(math.log(0.2) / math.log(1 - alpha)) - 1
+    phase0, phase1 = analyze.phase_metrics(scalars, 30, {"train": 2.0, "eval": 2.0}, 0.8)
+    phase1_start = (PER_PHASE + 1) * EVERY  # the first step logged in phase 1
+    assert phase0["start"] == 0 and phase1["start"] == phase1_start
+    assert phase0["eval_adaptation"] == (DROP_AT + j + 1) * EVERY
+    assert phase1["eval_adaptation"] == phase1["train_adaptation"] == (DROP_AT + j) * EVERY
+    assert phase0["eval_reached"] and phase1["eval_reached"]
+    assert phase1["eval_asymptotic"] == pytest.approx(8 * (1 - alpha) ** (PER_PHASE - DROP_AT))
+    assert phase0["success"] and phase0["success_steps"] == (DROP_AT + k + 1) * EVERY
+    assert not phase1["success"] and math.isnan(phase1["success_steps"])
+    # never below the threshold: counted with the phase's length, and flagged
+    (censored, *_) = analyze.phase_metrics(scalars, 30, {"train": -1.0, "eval": -1.0}, 0.8)
+    assert not censored["eval_reached"] and censored["eval_adaptation"] == phase1_start
+    # span 1 is no smoothing: the first point after the drop
+    (raw, *_) = analyze.phase_metrics(scalars, 1, {"train": 2.0, "eval": 2.0}, 0.8)
+    assert raw["eval_adaptation"] == (DROP_AT + 1) * EVERY
+
+
+def analyse(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "common.analyze", *args, "--reps", "200"]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_analysis_aggregates_with_iqm_normalises_and_reports_what_is_missing(tmp_path):
+    # method "slow" takes 8 per unit of loss where "base" takes 2..5: higher loss, later drop below 2
+    for seed, high in enumerate([2.5, 3.0, 4.0, 5.0], start=1):
+        write_run(tmp_path / "runs", "base", seed, high)
+        write_run(tmp_path / "runs", "slow", seed, 8.0, finished=seed != 4)
+    (tmp_path / "sweep.json").write_text(json.dumps({"runs": [{"key": "ColorDoorKey-6x6__slow__5"}]}))
+    result = analyse(str(tmp_path), "--baseline", "base", "--eval-threshold", "2", "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "out/results.json").read_text())
+    alpha = 2 / 31
+
+    def steps_below_2(high):  # phase 0, as in the test above
+        return (DROP_AT + math.ceil(math.log(2 / high) / math.log(1 - alpha))) * EVERY
+
+    base_steps = sorted(steps_below_2(h) for h in [2.5, 3.0, 4.0, 5.0])
+    iqm = np.mean(base_steps[1:3])  # 4 runs: the IQM drops one from each end
+    rows = {(r["method"], r["phase"]): r for r in data["aggregates"]}
+    assert rows[("base", 0)]["eval_adaptation"]["iqm"] == pytest.approx(iqm)
+    assert rows[("base", 0)]["eval_adaptation_normalised"]["iqm"] == pytest.approx(1.0)
+    assert rows[("slow", 0)]["eval_adaptation_normalised"]["iqm"] == pytest.approx(steps_below_2(8.0) / iqm)
+    low, high = rows[("base", 0)]["eval_adaptation"]["low"], rows[("base", 0)]["eval_adaptation"]["high"]
+    assert base_steps[0] <= low <= iqm <= high <= base_steps[-1]
+    assert rows[("base", 0)]["success"] == 4 and rows[("base", 1)]["success"] == 0
+    table = (tmp_path / "out/results.md").read_text()
+    assert "| ColorDoorKey-6x6 | 0 | slow | 4 | 4/4 | 4/4 |" in table
+    assert "ColorDoorKey-6x6__slow__4__1004 did not finish" in table
+    assert "1 planned run(s) have no run folder yet: ColorDoorKey-6x6__slow__5" in table
+    for png in ("curves_ColorDoorKey-6x6.png", "adaptation_ColorDoorKey-6x6.png"):
+        assert (tmp_path / "out" / png).stat().st_size > 10_000
+
+    dropped = analyse(str(tmp_path), "--drop-unsuccessful", "--out", str(tmp_path / "out2"))
+    assert dropped.returncode == 1 and "dropped every run" in dropped.stderr  # nobody solves phase 1
+
+
+def test_analysis_rejects_bad_input_with_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    write_run(tmp_path / "bare", "m", 1, 1.0, tags={"charts/episodic_return"})
+    write_run(tmp_path / "ok", "m", 1, 1.0)
+    cases = [
+        ([str(tmp_path / "nowhere")], f"error: no folder at {tmp_path / 'nowhere'}"),
+        ([str(tmp_path / "empty")], f"error: no runs (TensorBoard event files) under {tmp_path / 'empty'}"),
+        ([str(tmp_path / "bare")], "error: no run has the scalars the analysis needs: passed over "
+                                   "ColorDoorKey-6x6__m__1__1001: no external_model/train_loss, external_model/eval_loss"),
+        ([str(tmp_path / "ok"), "--baseline", "ppo"], "error: baseline 'ppo' is not in the sweep; methods: m"),
+    ]
+    for args, message in cases:
+        result = analyse(*args)
+        assert result.returncode == 1 and result.stderr.startswith(message), (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_tiny_real_sweep_analysed_end_to_end(tmp_path):
+    # 2 envs x 1,024 steps: episodes end (6x6 times out at 360 steps) in both phases
+    extra = "--total-timesteps 2048 --num-envs 2 --num-steps 128 --num-minibatches 2 --eval-every 1 --eval-steps 64 " \
+            "--model-target key_distance --change-steps 1024"  # fmt: skip
+    cmd = [sys.executable, "-m", "common.sweep", "--algos", "ppo", "ppo_poi_ensemble", "--envs", "ColorDoorKey-6x6",
+           "--seeds", "1", "2",
+           "--out", str(tmp_path / "sw"), "--workers", "2", "--extra", extra]  # fmt: skip
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    result = analyse(str(tmp_path / "sw"), "--baseline", "ppo", "--eval-threshold", "30", "--train-threshold", "30")
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "sw/analysis/results.json").read_text())
+    assert sorted((r["method"], r["seed"]) for r in data["runs"]) == [
+        ("ppo", 1), ("ppo", 2), ("ppo_poi_ensemble", 1), ("ppo_poi_ensemble", 2)]
+    assert all(r["finished"] and [p["phase"] for p in r["phases"]] == [0, 1] for r in data["runs"])
+    assert {(r["method"], r["phase"]) for r in data["aggregates"]} == {
+        (m, p) for m in ("ppo", "ppo_poi_ensemble") for p in (0, 1)}
+    assert "| ColorDoorKey-6x6 | 1 | ppo_poi_ensemble | 2 |" in (tmp_path / "sw/analysis/results.md").read_text()
+    assert (tmp_path / "sw/analysis/adaptation_ColorDoorKey-6x6.png").is_file()
