@@ -1,0 +1,156 @@
+"""Behaviour shaping by interest: the DIAYN discriminator, the POI-guided skill sampler, the
+state sampler's VAE, the interest embedding; smoke runs of both files."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from algos import ppo_poi_diayn as diayn
+from algos import ppo_poi_emb as emb
+from common.heldout import random_policy_transitions
+from envs import OneHotFlatObs, resolve_env_id
+from envs.views import NUM_CHANNELS
+from tests.test_smoke import DESIGN_METRICS, SMALL, only_run_dir, run
+from common.tb import read_scalars
+
+
+def skill_states(n, skill, num_skills=4, dim=64, seed=0):
+    """Binary observations of `skill`: active units only in the skill's own block of the vector."""
+    rng = np.random.default_rng(seed)
+    block = dim // num_skills
+    obs = np.zeros((n, dim), dtype=np.float32)
+    obs[:, skill * block : (skill + 1) * block] = rng.random((n, block)) < 0.5
+    return torch.tensor(obs)
+
+
+def test_discriminator_tells_apart_skills_that_visit_disjoint_states():
+    torch.manual_seed(0)
+    num_skills = 4
+    obs = torch.cat([skill_states(256, k, seed=k) for k in range(num_skills)])
+    skills = torch.arange(num_skills).repeat_interleave(256)
+    disc = diayn.Discriminator(64, num_skills, hidden=64)
+    optimizer = torch.optim.Adam(disc.parameters(), lr=1e-3)
+    first_loss, first_accuracy = diayn.train_discriminator(disc, optimizer, obs, skills, batch_size=64)
+    for _ in range(20):
+        loss, _ = diayn.train_discriminator(disc, optimizer, obs, skills, batch_size=64)
+    fresh = torch.cat([skill_states(100, k, seed=10 + k) for k in range(num_skills)])
+    fresh_skills = torch.arange(num_skills).repeat_interleave(100)
+    accuracy = (disc(fresh).argmax(-1) == fresh_skills).float().mean().item()
+    assert first_accuracy < 0.5 and accuracy > 0.95 and loss < 0.2 * first_loss
+    # the DIAYN reward is near its maximum log(num_skills) for the right skill, negative for a wrong one
+    right = diayn.diayn_rewards(disc, fresh, fresh_skills, num_skills)
+    wrong = diayn.diayn_rewards(disc, fresh, (fresh_skills + 1) % num_skills, num_skills)
+    assert right.mean() > 0.9 * np.log(num_skills) and right.max() <= np.log(num_skills) + 1e-6
+    assert wrong.mean() < -1.0
+
+
+def test_skill_sampler_draws_the_most_interesting_skill_most_often():
+    num_skills, uniform_weight = 5, 0.3
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 2, 3])  # skill 4: no state
+    poi = torch.tensor([1.0, 3.0, 1.0, 1.0, 6.0, 4.0, 5.0, 0.5])
+    probs, per_skill = diayn.skill_distribution(labels, poi, num_skills, uniform_weight, temperature=1.0)
+    # by hand: mean POI per skill 2, 1, 5, 0.5, and the mean of all (21.5 / 8) for the unlabelled skill
+    expected_poi = torch.tensor([2.0, 1.0, 5.0, 0.5, 21.5 / 8])
+    assert torch.allclose(per_skill, expected_poi)
+    expected = uniform_weight / num_skills + (1 - uniform_weight) * expected_poi / expected_poi.sum()
+    assert torch.allclose(probs, expected) and probs.sum().item() == pytest.approx(1.0)
+    draws = 20_000
+    counts = torch.bincount(torch.multinomial(probs, draws, replacement=True, generator=torch.Generator().manual_seed(0)),
+                            minlength=num_skills).numpy()  # fmt: skip
+    assert counts.argmax() == 2
+    sigma = np.sqrt(draws * expected.numpy() * (1 - expected.numpy()))
+    assert np.all(np.abs(counts - draws * expected.numpy()) < 4 * sigma)
+    # uniform prior weight 1 is plain DIAYN: every skill alike; a low temperature sharpens towards skill 2
+    uniform, _ = diayn.skill_distribution(labels, poi, num_skills, 1.0, temperature=1.0)
+    assert torch.allclose(uniform, torch.full((num_skills,), 0.2))
+    sharp, _ = diayn.skill_distribution(labels, poi, num_skills, 0.0, temperature=0.1)
+    assert sharp[2] > 0.99
+
+
+def test_state_sampler_vae_learns_minigrid_observations_and_samples_valid_views():
+    torch.manual_seed(0)
+    env = OneHotFlatObs(gym.make(resolve_env_id("ColorDoorKey-6x6")))
+    obs = torch.tensor(random_policy_transitions(env, 1024, seed=0)["obs"])
+    vae = diayn.StateVAE(obs.shape[1], latent=8, hidden=128)
+    optimizer = torch.optim.Adam(vae.parameters(), lr=1e-3)
+    losses = [diayn.train_vae(vae, optimizer, obs, batch_size=128) for _ in range(15)]
+    assert losses[-1] < 0.3 * losses[0]
+    samples = vae.sample(64)
+    cells = samples.reshape(64, -1, NUM_CHANNELS)
+    assert samples.shape == (64, obs.shape[1]) and torch.all(cells.sum(-1) == 3)  # object, colour, state
+    # samples look like the data: most cells agree with the nearest observation
+    nearest = (samples @ obs.T).max(-1).values / 3
+    assert nearest.mean() > 0.7 * cells.shape[1]
+
+
+def test_interest_embedding_is_invariant_to_the_order_of_the_set():
+    torch.manual_seed(0)
+    net = emb.InterestEmbedding(obs_dim=32, emb_size=6, hidden=16)
+    states, poi = torch.rand(3, 10, 32), torch.rand(3, 10)
+    e = net(states, poi)
+    perm = torch.randperm(10)
+    assert torch.allclose(e, net(states[:, perm], poi[:, perm]), atol=1e-6)
+    assert torch.allclose(e.norm(dim=-1), torch.ones(3))
+    assert not torch.allclose(e, net(states, poi.flip(-1)), atol=1e-3)  # the POI values matter
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_interest_embedding_learns_to_predict_poi_from_the_set(seed):
+    """POI is the share of active units in one block, the block changing from set to set: only e
+    can tell the predictor which block, so the loss falls well below the best blind guess."""
+    torch.manual_seed(seed)
+    dim, blocks = 32, 4
+
+    def landscape(block, n):
+        states = (torch.rand(n, dim) < 0.5).float()
+        return states, states[:, block * 8 : (block + 1) * 8].sum(-1) / 8
+
+    net = emb.InterestEmbedding(dim, emb_size=4, hidden=64)
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    losses = []
+    for _ in range(1200):
+        batch = [landscape(int(b), 64) for b in torch.randint(blocks, (16,))]
+        states, poi = torch.stack([s for s, _ in batch]), torch.stack([p for _, p in batch])
+        loss = ((net.predict_poi(net(states[:, :32], poi[:, :32]), states[:, 32:]) - poi[:, 32:]) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    # without e the best guess is the mean over the blocks: a quarter of the variance is explained
+    blind = 0.75 * poi[:, 32:].var().item()
+    assert np.mean(losses[-50:]) < 0.5 * blind
+
+
+SHAPING_METRICS = {
+    "algos/ppo_poi_diayn.py": {"diayn/disc_loss", "diayn/disc_accuracy", "diayn/reward_mean", "diayn/vae_loss",
+                               "skills/frequency_0", "skills/prob_4", "poi/skill_4", "poi/mean", "poi/eval_mean",
+                               "losses/diayn_value_loss"},
+    "algos/ppo_poi_emb.py": {"emb/loss", "emb/norm", "emb/raw_norm", "emb/projection_0", "emb/projection_2",
+                             "poi/mean", "poi/intrinsic_reward_mean", "poi/eval_mean", "losses/int_value_loss"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("script", list(SHAPING_METRICS))
+def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script):
+    extra = ["--num-skills", "5", "--skill-warmstart", "512", "--state-sampler", "rollouts"] if "diayn" in script else []
+    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1280", "--model-target", "key_distance",
+        "--save-model", *extra, script=script)  # fmt: skip
+    scalars = read_scalars(only_run_dir(tmp_path))
+    assert (DESIGN_METRICS - {"charts/episodic_return", "charts/episodic_length"}) | SHAPING_METRICS[script] <= set(scalars)
+    if "diayn" in script:
+        probs = np.array([[v for _, v in scalars[f"skills/prob_{k}"]] for k in range(5)])
+        assert np.allclose(probs.sum(0), 1.0) and np.allclose(probs[:, 0], 0.2)  # uniform during the warm start
+        assert 0.0 <= min(v for _, v in scalars["diayn/disc_accuracy"]) <= 1.0
+    else:
+        assert np.allclose([v for _, v in scalars["emb/norm"]], 1.0)
+
+
+@pytest.mark.parametrize("script, flags", [
+    ("algos/ppo_poi_diayn.py", ["--num-skills", "1"]),
+    ("algos/ppo_poi_diayn.py", ["--uniform-prior-weight", "1.5"]),
+    ("algos/ppo_poi_emb.py", ["--emb-size", "0"]),
+])  # fmt: skip
+def test_shaping_files_reject_bad_flags_with_one_line(tmp_path, script, flags):
+    proc = run(tmp_path, *flags, script=script, check=False)
+    assert proc.returncode == 1 and proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
