@@ -117,8 +117,12 @@ class Args:
     """random-policy steps in the held-out set of each phase"""
 
     # POI and skill arguments
+    interest_field: Literal["mc_dropout", "ensemble"] = "mc_dropout"
+    """the POI: spread of MC-dropout predictions of one model, or disagreement of an ensemble's members"""
     mc_samples: int = 30
-    """stochastic forward passes (dropout on) whose spread is the point-of-interest value"""
+    """stochastic forward passes (dropout on) whose spread is the point-of-interest value (mc_dropout)"""
+    ensemble_size: int = 5
+    """members of the external model's ensemble (interest field `ensemble`)"""
     num_skills: int = 8
     """number of skills z; the policy and the values see the observation and a one-hot z"""
     diayn_coef: float = 1.0
@@ -196,10 +200,12 @@ def check_args(args: Args) -> None:
         raise ValueError(f"--uniform-prior-weight must be in [0, 1], got {args.uniform_prior_weight}")
     if args.skill_temperature <= 0:
         raise ValueError(f"--skill-temperature must be positive, got {args.skill_temperature}")
-    if args.mc_samples < 2:
+    if args.interest_field == "mc_dropout" and args.mc_samples < 2:
         raise ValueError(f"--mc-samples must be at least 2, got {args.mc_samples}")
-    if args.model_dropout == 0.0:
+    if args.interest_field == "mc_dropout" and args.model_dropout == 0.0:
         raise ValueError("MC-dropout disagreement needs --model-dropout > 0")
+    if args.interest_field == "ensemble" and args.ensemble_size < 2:
+        raise ValueError(f"--ensemble-size must be at least 2, got {args.ensemble_size}")
 
 
 def make_env(env_id, idx, capture_video, run_dir):
@@ -254,32 +260,49 @@ class Agent(nn.Module):
         return action, probs.log_prob(action), probs.entropy(), self.critic[-1](hidden), self.critic_diayn(hidden)
 
 
+class EnsembleLinear(nn.Module):
+    """`num_members` independent linear layers as one batched matmul: (K, B, in) -> (K, B, out)."""
+
+    def __init__(self, num_members, in_features, out_features):
+        super().__init__()
+        bound = 1.0 / np.sqrt(in_features)  # nn.Linear's default initialisation, member by member
+        self.weight = nn.Parameter(torch.empty(num_members, in_features, out_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(num_members, 1, out_features).uniform_(-bound, bound))
+
+    def forward(self, x):
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
 class ExternalModel(nn.Module):
-    """The model the agent feeds with data: an MLP on the observation (and the one-hot action).
+    """The model the agent feeds with data: an ensemble of `num_members` MLPs on the
+    observation (and the one-hot action), all members in one batched computation.
 
     `target="forward"`: learns `next_obs - obs`; `predict` returns `obs + delta`.
     Otherwise it regresses one info value of the observation (`key_distance`, `agent_dir`).
     Deterministic (MSE) or Gaussian (mean and clamped log-std heads, beta-NLL: plain NLL
     shrinks the std of easy dimensions and then barely moves the mean of the hard ones).
+    `predict` is the members' mean; losses are per member, so a loss averaged over the
+    members is the loss of a typical single model.
     """
 
     LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
     def __init__(self, obs_dim, num_actions, target="forward", hidden_sizes=(300, 100, 300), dropout=0.5,
-                 gaussian=False, nll_beta=0.5):
+                 gaussian=False, nll_beta=0.5, num_members=5):
         super().__init__()
         self.config = dict(obs_dim=obs_dim, num_actions=num_actions, target=target, hidden_sizes=tuple(hidden_sizes),
-                           dropout=dropout, gaussian=gaussian, nll_beta=nll_beta)
+                           dropout=dropout, gaussian=gaussian, nll_beta=nll_beta, num_members=num_members)
         self.num_actions, self.target, self.nll_beta = num_actions, target, nll_beta
+        self.num_members = num_members
         in_dim = obs_dim + (num_actions if target == "forward" else 0)
         out_dim = obs_dim if target == "forward" else 1
         layers = []
         for size in hidden_sizes:
-            layers += [nn.Linear(in_dim, size), nn.ReLU(), nn.Dropout(dropout)]
+            layers += [EnsembleLinear(num_members, in_dim, size), nn.ReLU(), nn.Dropout(dropout)]
             in_dim = size
         self.body = nn.Sequential(*layers)
-        self.mean = nn.Linear(in_dim, out_dim)
-        self.log_std = nn.Linear(in_dim, out_dim) if gaussian else None
+        self.mean = EnsembleLinear(num_members, in_dim, out_dim)
+        self.log_std = EnsembleLinear(num_members, in_dim, out_dim) if gaussian else None
 
     def inputs(self, obs, actions):
         if self.target != "forward":
@@ -287,14 +310,18 @@ class ExternalModel(nn.Module):
         return torch.cat([obs, torch.eye(self.num_actions, device=obs.device)[actions.long()]], dim=-1)
 
     def forward(self, obs, actions):
-        """Mean and log-std (None when deterministic) of the target: delta or info value."""
-        h = self.body(self.inputs(obs, actions))
+        """Each member's mean and log-std (None when deterministic), shaped (members, batch, out).
+        A (batch, ...) input goes to every member; a (members, batch, ...) input gives each
+        member its own batch."""
+        x = self.inputs(obs, actions)
+        h = self.body(x.expand(self.num_members, *x.shape) if x.dim() == 2 else x)
         if self.log_std is None:
             return self.mean(h), None
         return self.mean(h), self.log_std(h).clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
 
     def per_sample_loss(self, obs, actions, targets):
-        """MSE, or Gaussian beta-NLL without its constant, averaged over output dimensions."""
+        """MSE, or Gaussian beta-NLL without its constant, averaged over output dimensions;
+        shaped (members, batch)."""
         mean, log_std = self(obs, actions)
         if log_std is None:
             return ((mean - targets) ** 2).mean(-1)
@@ -303,12 +330,12 @@ class ExternalModel(nn.Module):
 
     @torch.no_grad()
     def predict(self, obs, actions):
-        """The predicted next observation (forward model) or info value, with dropout off."""
+        """The members' mean prediction of the next observation (forward model) or info value, dropout off."""
         was_training = self.training
         self.eval()
         mean, _ = self(obs, actions)
         self.train(was_training)
-        return obs + mean if self.target == "forward" else mean
+        return obs + mean.mean(0) if self.target == "forward" else mean.mean(0)
 
     def save(self, path):
         torch.save({"config": self.config, "state_dict": self.state_dict()}, path)
@@ -338,11 +365,13 @@ def model_targets(target, obs, next_obs, info_values):
 
 
 def train_external_model(model, optimizer, obs, actions, targets, epochs, batch_size):
-    """Mini-batch passes over one rollout's transitions; returns the mean training loss."""
+    """Mini-batch passes over one rollout's transitions, each member in its own shuffled
+    order (one batched step trains all); returns the members' mean training loss."""
     model.train()
     losses = []
     for _ in range(epochs):
-        for idx in torch.randperm(len(obs)).split(batch_size):
+        orders = torch.stack([torch.randperm(len(obs)) for _ in range(model.num_members)])
+        for idx in orders.split(batch_size, dim=1):
             loss = model.per_sample_loss(obs[idx], actions[idx], targets[idx]).mean()
             optimizer.zero_grad()
             loss.backward()
@@ -368,21 +397,29 @@ def dropout_masks(model, num_samples, batch_size):
 
 
 def mc_dropout_predictions(model, obs, actions, masks):
-    """The model's mean head under `masks` (from `dropout_masks`): (num_samples, batch, out)
-    in one batched pass. The first layer comes before any dropout, so it runs once."""
-    linears = [layer for layer in model.body if isinstance(layer, nn.Linear)]
-    h = torch.relu(linears[0](model.inputs(obs, actions))) * masks[0]
+    """A one-member model's mean head under `masks` (from `dropout_masks`): (num_samples, batch,
+    out) in one batched pass, the samples laid side by side in the member's batch. The first
+    layer comes before any dropout, so it runs once."""
+    num_samples, batch_size = masks[0].shape[:2]
+    linears = [layer for layer in model.body if isinstance(layer, EnsembleLinear)]
+    h = torch.relu(linears[0](model.inputs(obs, actions).unsqueeze(0))).repeat(1, num_samples, 1)
+    h = h * masks[0].reshape(1, num_samples * batch_size, -1)
     for linear, mask in zip(linears[1:], masks[1:]):
-        h = torch.relu(linear(h)) * mask
-    return model.mean(h)
+        h = torch.relu(linear(h)) * mask.reshape(1, num_samples * batch_size, -1)
+    return model.mean(h).reshape(num_samples, batch_size, -1)
 
 
 @torch.no_grad()
 def poi_values(model, obs, actions, num_samples):
-    """MC-dropout disagreement: the variance of `num_samples` dropout predictions, averaged
-    over output dimensions; one value per (observation, action)."""
-    masks = dropout_masks(model, num_samples, len(obs))
-    return mc_dropout_predictions(model, obs, actions, masks).var(0, unbiased=False).mean(-1)
+    """Disagreement of the external model, averaged over output dimensions, one value per
+    (observation, action): the variance of the members' predictions (dropout off) for an
+    ensemble, of `num_samples` MC-dropout predictions for a one-member model."""
+    if model.num_members > 1:
+        model.eval()
+        predictions, _ = model(obs, actions)
+    else:
+        predictions = mc_dropout_predictions(model, obs, actions, dropout_masks(model, num_samples, len(obs)))
+    return predictions.var(0, unbiased=False).mean(-1)
 
 
 def agent_input(obs, skills, num_skills):
@@ -548,7 +585,8 @@ if __name__ == "__main__":
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     hidden_sizes = args.model_hidden_sizes or ((300, 100, 300) if args.model_target == "forward" else (100, 10))
     model = ExternalModel(
-        obs_dim, num_actions, args.model_target, hidden_sizes, args.model_dropout, args.model_gaussian, args.model_nll_beta
+        obs_dim, num_actions, args.model_target, hidden_sizes, args.model_dropout, args.model_gaussian, args.model_nll_beta,
+        args.ensemble_size if args.interest_field == "ensemble" else 1,
     )
     model = model.to(device)
     model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate)

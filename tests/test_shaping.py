@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from algos import ppo_poi_diayn as diayn
+from algos import ppo_poi_disagreement as disagreement
 from algos import ppo_poi_emb as emb
+from algos import ppo_poi_ensemble as ensemble
 from common.heldout import random_policy_transitions
 from envs import OneHotFlatObs, resolve_env_id
 from envs.views import NUM_CHANNELS
@@ -22,6 +24,34 @@ def skill_states(n, skill, num_skills=4, dim=64, seed=0):
     obs = np.zeros((n, dim), dtype=np.float32)
     obs[:, skill * block : (skill + 1) * block] = rng.random((n, block)) < 0.5
     return torch.tensor(obs)
+
+
+@pytest.mark.parametrize("module", [diayn, emb])
+def test_interest_fields_equal_those_of_the_poi_files(module):
+    """One member: MC dropout as ppo_poi_disagreement.py's (same weights, same masks); several:
+    member disagreement as ppo_poi_ensemble.py's (both tested there against plain loops)."""
+    torch.manual_seed(0)
+    obs, actions = (torch.rand(10, 32) < 0.5).float(), torch.randint(3, (10,))
+    single = module.ExternalModel(32, 3, "forward", hidden_sizes=(12, 8, 12), dropout=0.3, num_members=1)
+    plain = disagreement.ExternalModel(32, 3, "forward", hidden_sizes=(12, 8, 12), dropout=0.3)
+    mine = [m for m in single.modules() if isinstance(m, module.EnsembleLinear)]
+    theirs = [m for m in plain.modules() if isinstance(m, torch.nn.Linear)]
+    with torch.no_grad():
+        for a, b in zip(mine, theirs):
+            a.weight.copy_(b.weight.T.unsqueeze(0))
+            a.bias.copy_(b.bias.view(1, 1, -1))
+    masks = disagreement.dropout_masks(plain, num_samples=7, batch_size=10)
+    assert torch.allclose(module.mc_dropout_predictions(single, obs, actions, masks),
+                          disagreement.mc_dropout_predictions(plain, obs, actions, masks), atol=1e-5)  # fmt: skip
+    torch.manual_seed(1)
+    poi_single = module.poi_values(single, obs, actions, num_samples=30)
+    torch.manual_seed(1)
+    assert torch.allclose(poi_single, disagreement.poi_values(plain, obs, actions, num_samples=30), atol=1e-5)
+
+    members = module.ExternalModel(32, 3, "key_distance", hidden_sizes=(12, 8), num_members=4)
+    other = ensemble.ExternalModel(32, 3, "key_distance", hidden_sizes=(12, 8), num_members=4)
+    other.load_state_dict(members.state_dict())
+    assert torch.allclose(module.poi_values(members, obs, actions, num_samples=30), ensemble.poi_values(other, obs, actions))
 
 
 def test_discriminator_tells_apart_skills_that_visit_disjoint_states():
@@ -134,6 +164,8 @@ SHAPING_METRICS = {
 @pytest.mark.parametrize("script", list(SHAPING_METRICS))
 def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script):
     extra = ["--num-skills", "5", "--skill-warmstart", "512", "--state-sampler", "rollouts"] if "diayn" in script else []
+    if "emb" in script:
+        extra = ["--interest-field", "ensemble", "--ensemble-size", "3"]
     run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1280", "--model-target", "key_distance",
         "--save-model", *extra, script=script)  # fmt: skip
     scalars = read_scalars(only_run_dir(tmp_path))
@@ -150,6 +182,7 @@ def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script):
     ("algos/ppo_poi_diayn.py", ["--num-skills", "1"]),
     ("algos/ppo_poi_diayn.py", ["--uniform-prior-weight", "1.5"]),
     ("algos/ppo_poi_emb.py", ["--emb-size", "0"]),
+    ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "1"]),
 ])  # fmt: skip
 def test_shaping_files_reject_bad_flags_with_one_line(tmp_path, script, flags):
     proc = run(tmp_path, *flags, script=script, check=False)
