@@ -463,7 +463,7 @@ class StateVAE(nn.Module):
     """A VAE of visited observations (Bernoulli decoder on the one-hot view); its samples,
     decoded to valid one-hot views, are the states that weigh the skills."""
 
-    def __init__(self, obs_dim, latent=16, hidden=256):
+    def __init__(self, obs_dim, latent=16, hidden=128):
         super().__init__()
         self.latent = latent
         self.encoder = nn.Sequential(nn.Linear(obs_dim, hidden), nn.ReLU(), nn.Linear(hidden, 2 * latent))
@@ -715,7 +715,8 @@ if __name__ == "__main__":
             disc_loss, disc_accuracy = train_discriminator(
                 disc, disc_optimizer, flat_next_obs, flat_skills, args.model_batch_size
             )
-            vae_loss = train_vae(vae, vae_optimizer, obs.reshape(-1, obs_dim), args.model_batch_size)
+            if args.state_sampler == "vae":
+                vae_loss = train_vae(vae, vae_optimizer, obs.reshape(-1, obs_dim), args.model_batch_size)
 
             # SKILL LOGIC: weigh the skills by the POI of sampled states, each labelled with its likeliest skill
             if args.state_sampler == "vae":
@@ -836,7 +837,8 @@ if __name__ == "__main__":
             writer.add_scalar("diayn/reward_mean", diayn_reward.mean().item(), global_step)
             writer.add_scalar("diayn/disc_loss", disc_loss, global_step)
             writer.add_scalar("diayn/disc_accuracy", disc_accuracy, global_step)
-            writer.add_scalar("diayn/vae_loss", vae_loss, global_step)
+            if args.state_sampler == "vae":
+                writer.add_scalar("diayn/vae_loss", vae_loss, global_step)
             starts = skill_starts / skill_starts.sum().clamp(min=1)
             for k in range(args.num_skills):
                 writer.add_scalar(f"skills/frequency_{k}", starts[k].item(), global_step)

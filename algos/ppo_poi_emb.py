@@ -133,11 +133,11 @@ class Args:
     """size of the unit-norm interest embedding e the policy and the values are conditioned on"""
     emb_set_size: int = 64
     """states (with their POI) in the set the embedding network reads at each episode start"""
-    emb_queries: int = 256
+    emb_queries: int = 128
     """states whose POI the predictor must predict from e, per set, half sampled and half held-out"""
     emb_sets: int = 16
     """sets per training step of the embedding network"""
-    emb_updates: int = 4
+    emb_updates: int = 2
     """training steps of the embedding network per rollout"""
     emb_learning_rate: float = 1e-3
     """learning rate of the embedding network and the POI predictor"""

@@ -152,24 +152,24 @@ def test_interest_embedding_learns_to_predict_poi_from_the_set(seed):
     assert np.mean(losses[-50:]) < 0.5 * blind
 
 
-SHAPING_METRICS = {
-    "algos/ppo_poi_diayn.py": {"diayn/disc_loss", "diayn/disc_accuracy", "diayn/reward_mean", "diayn/vae_loss",
-                               "skills/frequency_0", "skills/prob_4", "poi/skill_4", "poi/mean", "poi/eval_mean",
-                               "losses/diayn_value_loss"},
-    "algos/ppo_poi_emb.py": {"emb/loss", "emb/norm", "emb/raw_norm", "emb/projection_0", "emb/projection_2",
-                             "poi/mean", "poi/intrinsic_reward_mean", "poi/eval_mean", "losses/int_value_loss"},
-}  # fmt: skip
+DIAYN_METRICS = {"diayn/disc_loss", "diayn/disc_accuracy", "diayn/reward_mean", "skills/frequency_0", "skills/prob_4",
+                 "poi/skill_4", "poi/mean", "poi/eval_mean", "losses/diayn_value_loss"}
+EMB_METRICS = {"emb/loss", "emb/norm", "emb/raw_norm", "emb/projection_0", "emb/projection_2", "poi/mean",
+               "poi/intrinsic_reward_mean", "poi/eval_mean", "losses/int_value_loss"}
+DIAYN = ["--num-skills", "5", "--skill-warmstart", "512"]
 
 
-@pytest.mark.parametrize("script", list(SHAPING_METRICS))
-def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script):
-    extra = ["--num-skills", "5", "--skill-warmstart", "512", "--state-sampler", "rollouts"] if "diayn" in script else []
-    if "emb" in script:
-        extra = ["--interest-field", "ensemble", "--ensemble-size", "3"]
+@pytest.mark.parametrize("script, flags, metrics", [
+    ("algos/ppo_poi_diayn.py", DIAYN, DIAYN_METRICS | {"diayn/vae_loss"}),
+    ("algos/ppo_poi_diayn.py", [*DIAYN, "--state-sampler", "rollouts", "--interest-field", "ensemble"], DIAYN_METRICS),
+    ("algos/ppo_poi_emb.py", [], EMB_METRICS),
+    ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "3"], EMB_METRICS),
+])  # fmt: skip
+def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script, flags, metrics):
     run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1280", "--model-target", "key_distance",
-        "--save-model", *extra, script=script)  # fmt: skip
+        "--save-model", *flags, script=script)  # fmt: skip
     scalars = read_scalars(only_run_dir(tmp_path))
-    assert (DESIGN_METRICS - {"charts/episodic_return", "charts/episodic_length"}) | SHAPING_METRICS[script] <= set(scalars)
+    assert (DESIGN_METRICS - {"charts/episodic_return", "charts/episodic_length"}) | metrics <= set(scalars)
     if "diayn" in script:
         probs = np.array([[v for _, v in scalars[f"skills/prob_{k}"]] for k in range(5)])
         assert np.allclose(probs.sum(0), 1.0) and np.allclose(probs[:, 0], 0.2)  # uniform during the warm start
