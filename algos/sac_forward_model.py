@@ -1,0 +1,498 @@
+# docs and results: README.md#sac_forward_modelpy
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python algos/sac_forward_model.py` finds envs/ and common/
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+import tyro
+from torch.utils.tensorboard import SummaryWriter
+
+from common.runs import hparams_markdown, mark_finished, progress_line, run_name, save_args
+from envs.continuous import check_continuous_env, make_continuous_env
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled when available"""
+    torch_threads: int = 1
+    """threads torch may use (small MLPs run fastest on one; sweeps run one process per core)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "emma-rl"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (check out `videos` folder)"""
+    save_model: bool = False
+    """whether to save the actor and the forward model into the run folder"""
+    runs_dir: str = "runs"
+    """folder that holds the run folders"""
+
+    # environment arguments
+    env: str = "Pendulum-v1"
+    """a gymnasium id with continuous actions (Pendulum-v1, HalfCheetah-v5, Walker2d-v5, FetchReach-v4, ...)"""
+
+    # SAC arguments
+    total_timesteps: int = 1_000_000
+    """total timesteps of the experiments"""
+    buffer_size: int = 1_000_000
+    """the replay memory buffer size"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    tau: float = 0.005
+    """target smoothing coefficient"""
+    batch_size: int = 256
+    """the batch size of sample from the replay memory"""
+    learning_starts: int = 5_000
+    """timestep to start learning (random actions before it)"""
+    policy_lr: float = 3e-4
+    """the learning rate of the policy network optimizer"""
+    q_lr: float = 1e-3
+    """the learning rate of the Q network optimizer"""
+    policy_frequency: int = 2
+    """the frequency of training policy (delayed)"""
+    target_network_frequency: int = 1
+    """the frequency of updates for the target networks"""
+    alpha: float = 0.2
+    """entropy regularization coefficient (the start value when autotuned)"""
+    autotune: bool = True
+    """automatic tuning of the entropy coefficient"""
+
+    # forward model arguments
+    fm_gaussian: bool = False
+    """if toggled, the forward model predicts a mean and a clamped log-std and is trained by Gaussian NLL (else MSE)"""
+    fm_hidden_size: int = 256
+    """width of the forward model's hidden layers"""
+    fm_layers: int = 2
+    """number of hidden layers of the forward model"""
+    fm_activation: Literal["relu", "tanh", "logistic"] = "relu"
+    """activation of the forward model's hidden layers"""
+    fm_retrain_every: int = 1000
+    """retrain the forward model on all data collected so far every this many steps"""
+    fm_epochs: int = 1
+    """passes over all data at each retraining"""
+    fm_batch_size: int = 256
+    """the mini-batch size of the forward model's training"""
+    fm_learning_rate: float = 1e-3
+    """the learning rate of the forward model's Adam optimizer"""
+    fm_eval_fraction: float = 0.2
+    """share of the transitions held out (never trained on) for `fm/eval_loss`"""
+
+
+def check_args(args: Args) -> None:
+    """Raise ValueError with a one-line message for any flag value that cannot run."""
+    for name in ("total_timesteps", "buffer_size", "batch_size", "policy_frequency", "target_network_frequency",
+                 "fm_hidden_size", "fm_layers", "fm_retrain_every", "fm_epochs", "fm_batch_size"):  # fmt: skip
+        if getattr(args, name) <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if args.learning_starts < 0:
+        raise ValueError(f"--learning-starts must be at least 0, got {args.learning_starts}")
+    if not 0.0 < args.fm_eval_fraction < 1.0:
+        raise ValueError(f"--fm-eval-fraction must be in (0, 1), got {args.fm_eval_fraction}")
+    check_continuous_env(args.env)
+
+
+def make_env(env_id, seed, capture_video, run_dir):
+    def thunk():
+        if capture_video:
+            env = make_continuous_env(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, f"{run_dir}/videos")
+        else:
+            env = make_continuous_env(env_id)
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        env.action_space.seed(seed)
+        return env
+
+    return thunk
+
+
+class SoftQNetwork(nn.Module):
+    def __init__(self, obs_dim, action_dim):
+        super().__init__()
+        self.fc1 = nn.Linear(obs_dim + action_dim, 256)
+        self.fc2 = nn.Linear(256, 256)
+        self.fc3 = nn.Linear(256, 1)
+
+    def forward(self, x, a):
+        x = torch.cat([x, a], 1)
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+LOG_STD_MAX = 2
+LOG_STD_MIN = -5
+
+
+class Actor(nn.Module):
+    def __init__(self, obs_dim, action_space):
+        super().__init__()
+        action_dim = int(np.prod(action_space.shape))
+        self.fc1 = nn.Linear(obs_dim, 256)
+        self.fc2 = nn.Linear(256, 256)
+        self.fc_mean = nn.Linear(256, action_dim)
+        self.fc_logstd = nn.Linear(256, action_dim)
+        # action rescaling
+        self.register_buffer("action_scale", torch.tensor((action_space.high - action_space.low) / 2.0, dtype=torch.float32))
+        self.register_buffer("action_bias", torch.tensor((action_space.high + action_space.low) / 2.0, dtype=torch.float32))
+
+    def forward(self, x):
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        mean = self.fc_mean(x)
+        log_std = torch.tanh(self.fc_logstd(x))
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1)  # From SpinUp / Denis Yarats
+        return mean, log_std
+
+    def get_action(self, x):
+        mean, log_std = self(x)
+        std = log_std.exp()
+        normal = torch.distributions.Normal(mean, std)
+        x_t = normal.rsample()  # for reparameterization trick (mean + std * N(0,1))
+        y_t = torch.tanh(x_t)
+        action = y_t * self.action_scale + self.action_bias
+        log_prob = normal.log_prob(x_t)
+        # Enforcing Action Bound
+        log_prob -= torch.log(self.action_scale * (1 - y_t.pow(2)) + 1e-6)
+        log_prob = log_prob.sum(1, keepdim=True)
+        mean = torch.tanh(mean) * self.action_scale + self.action_bias
+        return action, log_prob, mean
+
+
+class ReplayBuffer:
+    """A ring buffer of transitions; `next_obs` is the true next observation (never a reset one)."""
+
+    def __init__(self, capacity, obs_dim, action_dim):
+        self.obs = np.zeros((capacity, obs_dim), dtype=np.float32)
+        self.next_obs = np.zeros((capacity, obs_dim), dtype=np.float32)
+        self.actions = np.zeros((capacity, action_dim), dtype=np.float32)
+        self.rewards = np.zeros(capacity, dtype=np.float32)
+        self.terminations = np.zeros(capacity, dtype=np.float32)
+        self.capacity, self.pos, self.full = capacity, 0, False
+
+    def add(self, obs, next_obs, action, reward, termination):
+        n = len(obs)
+        idx = (self.pos + np.arange(n)) % self.capacity
+        self.obs[idx], self.next_obs[idx], self.actions[idx] = obs, next_obs, action
+        self.rewards[idx], self.terminations[idx] = reward, termination
+        self.full = self.full or self.pos + n >= self.capacity
+        self.pos = (self.pos + n) % self.capacity
+
+    def sample(self, batch_size, device):
+        idx = np.random.randint(self.capacity if self.full else self.pos, size=batch_size)
+        as_tensor = lambda x: torch.tensor(x[idx], device=device)  # noqa: E731
+        return (as_tensor(self.obs), as_tensor(self.actions), as_tensor(self.next_obs),
+                as_tensor(self.rewards), as_tensor(self.terminations))  # fmt: skip
+
+
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "logistic": nn.Sigmoid}
+
+
+class ForwardModel(nn.Module):
+    """Learns `next_obs - obs` from (obs, action); `predict` returns `obs + delta`.
+    Deterministic (MSE) or Gaussian (mean and clamped log-std heads, NLL; `nll_beta` > 0
+    weighs each dimension's NLL by a detached std^(2*beta), Seitzer et al. 2022)."""
+
+    LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0
+
+    def __init__(self, obs_dim, action_dim, hidden_size=256, layers=2, activation="relu", gaussian=False):
+        super().__init__()
+        self.config = dict(obs_dim=obs_dim, action_dim=action_dim, hidden_size=hidden_size, layers=layers,
+                           activation=activation, gaussian=gaussian)  # fmt: skip
+        body, in_dim = [], obs_dim + action_dim
+        for _ in range(layers):
+            body += [nn.Linear(in_dim, hidden_size), ACTIVATIONS[activation]()]
+            in_dim = hidden_size
+        self.body = nn.Sequential(*body)
+        self.mean = nn.Linear(in_dim, obs_dim)
+        self.log_std = nn.Linear(in_dim, obs_dim) if gaussian else None
+
+    def forward(self, obs, actions):
+        """Mean and log-std (None when deterministic) of `next_obs - obs`."""
+        h = self.body(torch.cat([obs, actions], dim=-1))
+        if self.log_std is None:
+            return self.mean(h), None
+        return self.mean(h), self.log_std(h).clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
+
+    def per_sample_loss(self, obs, actions, deltas):
+        """MSE, or Gaussian NLL without its constant, averaged over observation dimensions."""
+        mean, log_std = self(obs, actions)
+        if log_std is None:
+            return ((mean - deltas) ** 2).mean(-1)
+        return (0.5 * ((deltas - mean) / log_std.exp()) ** 2 + log_std).mean(-1)
+
+    @torch.no_grad()
+    def predict(self, obs, actions):
+        """The predicted next observation (the mean for a Gaussian model)."""
+        return obs + self(obs, actions)[0]
+
+    def save(self, path):
+        torch.save({"config": self.config, "state_dict": self.state_dict()}, path)
+
+    @classmethod
+    def load(cls, path, map_location="cpu"):
+        checkpoint = torch.load(path, map_location=map_location)
+        model = cls(**checkpoint["config"])
+        model.load_state_dict(checkpoint["state_dict"])
+        return model.eval()
+
+
+class TransitionSet:
+    """Every transition the agent saw, each assigned once to the training or the held-out part."""
+
+    def __init__(self, capacity, obs_dim, action_dim, eval_fraction, seed):
+        self.obs = np.zeros((capacity, obs_dim), dtype=np.float32)
+        self.actions = np.zeros((capacity, action_dim), dtype=np.float32)
+        self.deltas = np.zeros((capacity, obs_dim), dtype=np.float32)
+        self.held_out = np.zeros(capacity, dtype=bool)
+        self.size, self.eval_fraction = 0, eval_fraction
+        self.rng = np.random.default_rng(seed)
+
+    def add(self, obs, action, next_obs):
+        n = len(obs)
+        rows = slice(self.size, self.size + n)
+        self.obs[rows], self.actions[rows], self.deltas[rows] = obs, action, next_obs - obs
+        self.held_out[rows] = self.rng.random(n) < self.eval_fraction
+        self.size += n
+
+    def part(self, held_out, device):
+        rows = np.flatnonzero(self.held_out[: self.size] == held_out)
+        return tuple(torch.tensor(x[rows], device=device) for x in (self.obs, self.actions, self.deltas))
+
+
+def retrain_due(global_step, every):
+    """Whether the forward model is retrained after step `global_step` (1-based)."""
+    return global_step % every == 0
+
+
+def train_forward_model(model, optimizer, obs, actions, deltas, epochs, batch_size):
+    """Mini-batch passes over all training transitions; returns the mean training loss."""
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for idx in torch.randperm(len(obs)).split(batch_size):
+            loss = model.per_sample_loss(obs[idx], actions[idx], deltas[idx]).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return float(np.mean(losses))
+
+
+@torch.no_grad()
+def eval_forward_model(model, obs, actions, deltas, chunk=65_536):
+    model.eval()
+    losses = [model.per_sample_loss(*(x[i : i + chunk] for x in (obs, actions, deltas))) for i in range(0, len(obs), chunk)]
+    return torch.cat(losses).mean().item()
+
+
+def true_next_obs(next_obs, infos, done):
+    """`next_obs` of a SAME_STEP vector env with each ended episode's final observation in
+    place of the reset observation: the observation the step really led to."""
+    real_next_obs = next_obs.copy()
+    for i in np.flatnonzero(done):
+        real_next_obs[i] = infos["final_obs"][i]
+    return real_next_obs
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    try:
+        check_args(args)
+    except ValueError as error:
+        sys.exit(f"error: {error}")
+    run_dir = Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
+    if args.track:
+        try:
+            import wandb
+        except ImportError:
+            sys.exit("error: --track needs wandb: pip install wandb")
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_dir.name,
+            monitor_gym=True,
+            save_code=True,
+        )
+    writer = SummaryWriter(str(run_dir), flush_secs=30)
+    writer.add_text("hyperparameters", hparams_markdown(args))
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.torch_threads)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # env setup: SAME_STEP autoreset gives the true final observation in infos["final_obs"]
+    envs = gym.vector.SyncVectorEnv(
+        [make_env(args.env, args.seed, args.capture_video, run_dir)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
+    assert isinstance(envs.single_action_space, gym.spaces.Box), "only continuous action space is supported"
+    obs_dim = int(np.prod(envs.single_observation_space.shape))
+    action_dim = int(np.prod(envs.single_action_space.shape))
+
+    actor = Actor(obs_dim, envs.single_action_space).to(device)
+    qf1 = SoftQNetwork(obs_dim, action_dim).to(device)
+    qf2 = SoftQNetwork(obs_dim, action_dim).to(device)
+    qf1_target = SoftQNetwork(obs_dim, action_dim).to(device)
+    qf2_target = SoftQNetwork(obs_dim, action_dim).to(device)
+    qf1_target.load_state_dict(qf1.state_dict())
+    qf2_target.load_state_dict(qf2.state_dict())
+    q_optimizer = optim.Adam(list(qf1.parameters()) + list(qf2.parameters()), lr=args.q_lr)
+    actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.policy_lr)
+
+    # Automatic entropy tuning
+    if args.autotune:
+        target_entropy = -float(action_dim)
+        log_alpha = torch.tensor(np.log(args.alpha), dtype=torch.float32, device=device, requires_grad=True)
+        alpha = log_alpha.exp().item()
+        a_optimizer = optim.Adam([log_alpha], lr=args.q_lr)
+    else:
+        alpha = args.alpha
+
+    rb = ReplayBuffer(min(args.buffer_size, args.total_timesteps), obs_dim, action_dim)
+    fm = ForwardModel(obs_dim, action_dim, args.fm_hidden_size, args.fm_layers, args.fm_activation, args.fm_gaussian)
+    fm = fm.to(device)
+    fm_optimizer = optim.Adam(fm.parameters(), lr=args.fm_learning_rate)
+    transitions = TransitionSet(args.total_timesteps, obs_dim, action_dim, args.fm_eval_fraction, args.seed)
+    fm_train_loss = float("nan")
+
+    try:
+        start_time = time.time()
+        obs, _ = envs.reset(seed=args.seed)
+        episode_returns = []
+        for global_step in range(1, args.total_timesteps + 1):
+            # ALGO LOGIC: put action logic here
+            if global_step <= args.learning_starts:
+                actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
+            else:
+                with torch.no_grad():
+                    actions, _, _ = actor.get_action(torch.tensor(obs, device=device))
+                actions = actions.cpu().numpy()
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, rewards, terminations, truncations, infos = envs.step(actions)
+            done = np.logical_or(terminations, truncations)
+            if "final_info" in infos and "episode" in infos["final_info"]:
+                episode = infos["final_info"]["episode"]
+                for i in np.flatnonzero(infos["final_info"]["_episode"]):
+                    writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
+                    writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
+                    episode_returns.append(float(episode["r"][i]))
+
+            # every transition goes to the replay buffer and to the forward model's data
+            real_next_obs = true_next_obs(next_obs, infos, done)
+            rb.add(obs, real_next_obs, actions, rewards, terminations)
+            transitions.add(obs, actions, real_next_obs)
+            obs = next_obs
+
+            # ALGO LOGIC: training.
+            if global_step > args.learning_starts:
+                b_obs, b_actions, b_next_obs, b_rewards, b_terminations = rb.sample(args.batch_size, device)
+                with torch.no_grad():
+                    next_state_actions, next_state_log_pi, _ = actor.get_action(b_next_obs)
+                    qf1_next_target = qf1_target(b_next_obs, next_state_actions)
+                    qf2_next_target = qf2_target(b_next_obs, next_state_actions)
+                    min_qf_next_target = torch.min(qf1_next_target, qf2_next_target) - alpha * next_state_log_pi
+                    next_q_value = b_rewards + (1 - b_terminations) * args.gamma * min_qf_next_target.view(-1)
+
+                qf1_a_values = qf1(b_obs, b_actions).view(-1)
+                qf2_a_values = qf2(b_obs, b_actions).view(-1)
+                qf1_loss = F.mse_loss(qf1_a_values, next_q_value)
+                qf2_loss = F.mse_loss(qf2_a_values, next_q_value)
+                qf_loss = qf1_loss + qf2_loss
+
+                # optimize the model
+                q_optimizer.zero_grad()
+                qf_loss.backward()
+                q_optimizer.step()
+
+                if global_step % args.policy_frequency == 0:  # TD 3 Delayed update support
+                    for _ in range(args.policy_frequency):  # compensate for the delay by doing 'actor_update_interval' instead of 1
+                        pi, log_pi, _ = actor.get_action(b_obs)
+                        qf1_pi = qf1(b_obs, pi)
+                        qf2_pi = qf2(b_obs, pi)
+                        min_qf_pi = torch.min(qf1_pi, qf2_pi)
+                        actor_loss = ((alpha * log_pi) - min_qf_pi).mean()
+
+                        actor_optimizer.zero_grad()
+                        actor_loss.backward()
+                        actor_optimizer.step()
+
+                        if args.autotune:
+                            with torch.no_grad():
+                                _, log_pi, _ = actor.get_action(b_obs)
+                            alpha_loss = (-log_alpha.exp() * (log_pi + target_entropy)).mean()
+
+                            a_optimizer.zero_grad()
+                            alpha_loss.backward()
+                            a_optimizer.step()
+                            alpha = log_alpha.exp().item()
+
+                # update the target networks
+                if global_step % args.target_network_frequency == 0:
+                    for param, target_param in zip(qf1.parameters(), qf1_target.parameters()):
+                        target_param.data.copy_(args.tau * param.data + (1 - args.tau) * target_param.data)
+                    for param, target_param in zip(qf2.parameters(), qf2_target.parameters()):
+                        target_param.data.copy_(args.tau * param.data + (1 - args.tau) * target_param.data)
+
+            # FORWARD MODEL LOGIC: retrain on every transition so far, evaluate on the held-out ones
+            if retrain_due(global_step, args.fm_retrain_every):
+                train_part, eval_part = transitions.part(False, device), transitions.part(True, device)
+                if len(train_part[0]) and len(eval_part[0]):
+                    fm_train_loss = train_forward_model(fm, fm_optimizer, *train_part, args.fm_epochs, args.fm_batch_size)
+                    writer.add_scalar("fm/train_loss", fm_train_loss, global_step)
+                    writer.add_scalar("fm/eval_loss", eval_forward_model(fm, *eval_part), global_step)
+
+            if global_step % 1000 == 0 or global_step == args.total_timesteps:
+                sps = global_step / (time.time() - start_time)
+                if global_step > args.learning_starts:
+                    writer.add_scalar("losses/qf1_values", qf1_a_values.mean().item(), global_step)
+                    writer.add_scalar("losses/qf2_values", qf2_a_values.mean().item(), global_step)
+                    writer.add_scalar("losses/qf1_loss", qf1_loss.item(), global_step)
+                    writer.add_scalar("losses/qf2_loss", qf2_loss.item(), global_step)
+                    writer.add_scalar("losses/qf_loss", qf_loss.item() / 2.0, global_step)
+                    writer.add_scalar("losses/alpha", alpha, global_step)
+                    if args.autotune and global_step > args.learning_starts + args.policy_frequency:
+                        writer.add_scalar("losses/alpha_loss", alpha_loss.item(), global_step)
+                    if global_step >= args.learning_starts + args.policy_frequency:
+                        writer.add_scalar("losses/actor_loss", actor_loss.item(), global_step)
+                writer.add_scalar("charts/SPS", int(sps), global_step)
+                mean_return = np.mean(episode_returns) if episode_returns else float("nan")
+                print(progress_line(global_step, args.total_timesteps, sps, mean_return, fm_train_loss), flush=True)
+                episode_returns = []
+
+        if args.save_model:
+            torch.save(actor.state_dict(), run_dir / "actor.pt")
+            fm.save(run_dir / "forward_model.pt")
+            save_args(args, run_dir / "args.json")
+            print(f"models saved to {run_dir}")
+        writer.flush()
+        mark_finished(run_dir, args.total_timesteps, time.time() - start_time)
+    finally:  # a crash mid-run keeps everything logged so far
+        envs.close()
+        writer.close()
