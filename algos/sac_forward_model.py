@@ -391,7 +391,7 @@ if __name__ == "__main__":
                 actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
             else:
                 with torch.no_grad():
-                    actions, _, _ = actor.get_action(torch.tensor(obs, device=device))
+                    actions, _, _ = actor.get_action(torch.tensor(obs, dtype=torch.float32, device=device))
                 actions = actions.cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.

@@ -1,0 +1,536 @@
+# docs and results: README.md#ppo_continuous_poi_ensemblepy
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python algos/<file>.py` finds envs/ and common/
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.normal import Normal
+from torch.utils.tensorboard import SummaryWriter
+
+from common.running_stats import DiscountedReturnStd
+from common.runs import hparams_markdown, mark_finished, progress_line, run_name, save_args
+from envs.continuous import check_continuous_env, make_continuous_env
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled when available"""
+    torch_threads: int = 1
+    """threads torch may use (small MLPs run fastest on one; sweeps run one process per core)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "emma-rl"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (check out `videos` folder)"""
+    save_model: bool = False
+    """whether to save the agent and the forward model into the run folder"""
+    runs_dir: str = "runs"
+    """folder that holds the run folders"""
+
+    # environment arguments
+    env: str = "Pendulum-v1"
+    """a gymnasium id with continuous actions (Pendulum-v1, Walker2d-v5, HalfCheetah-v5, FetchReach-v4, ...)"""
+
+    # PPO arguments
+    total_timesteps: int = 1_000_000
+    """total timesteps of the experiments"""
+    learning_rate: float = 3e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 1
+    """the number of parallel game environments"""
+    num_steps: int = 2048
+    """the number of steps to run in each environment per policy rollout"""
+    anneal_lr: bool = True
+    """Toggle learning rate annealing for policy and value networks"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 32
+    """the number of mini-batches"""
+    update_epochs: int = 10
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """Toggles advantages normalization"""
+    clip_coef: float = 0.2
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    ent_coef: float = 0.0
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: float | None = None
+    """the target KL divergence threshold"""
+
+    # forward model arguments
+    model_hidden_sizes: tuple[int, ...] = (256, 256)
+    """hidden layer sizes of each member of the forward model"""
+    model_learning_rate: float = 1e-3
+    """the learning rate of the forward model's Adam optimizer"""
+    model_epochs: int = 1
+    """passes over each rollout's transitions to train the forward model"""
+    model_batch_size: int = 256
+    """the mini-batch size of the forward model's training"""
+
+    # POI arguments
+    ensemble_size: int = 5
+    """members of the forward model's ensemble, whose disagreement is the point-of-interest value"""
+    int_coef: float = 1.0
+    """coefficient of the intrinsic advantages"""
+    ext_coef: float = 2.0
+    """coefficient of the extrinsic advantages"""
+    int_gamma: float = 0.99
+    """discount of the non-episodic intrinsic return"""
+    reward_warmstart: int = 0
+    """no extrinsic reward reaches the agent before this global step"""
+    no_task_reward: bool = False
+    """if toggled, the agent learns from the intrinsic reward alone"""
+
+    # filled in at runtime
+    batch_size: int = 0
+    """the batch size (computed in runtime)"""
+    minibatch_size: int = 0
+    """the mini-batch size (computed in runtime)"""
+    num_iterations: int = 0
+    """the number of iterations (computed in runtime)"""
+
+
+def check_args(args: Args) -> None:
+    """Raise ValueError with a one-line message for any flag value that cannot run; fills the runtime sizes."""
+    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
+                 "model_epochs", "model_batch_size"):  # fmt: skip
+        if getattr(args, name) <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if args.ensemble_size < 2:
+        raise ValueError(f"--ensemble-size must be at least 2, got {args.ensemble_size}")
+    args.batch_size = args.num_envs * args.num_steps
+    if args.batch_size % args.num_minibatches:
+        raise ValueError(
+            f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}"
+        )
+    args.minibatch_size = args.batch_size // args.num_minibatches
+    args.num_iterations = args.total_timesteps // args.batch_size
+    if args.num_iterations == 0:
+        raise ValueError(f"--total-timesteps {args.total_timesteps} is less than one rollout ({args.batch_size} steps)")
+    check_continuous_env(args.env)
+
+
+def make_env(env_id, idx, capture_video, run_dir, gamma):
+    def thunk():
+        if capture_video and idx == 0:
+            env = make_continuous_env(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, f"{run_dir}/videos")
+        else:
+            env = make_continuous_env(env_id)
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        env = gym.wrappers.ClipAction(env)
+        env = gym.wrappers.NormalizeObservation(env)
+        env = gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10), env.observation_space)
+        env = gym.wrappers.NormalizeReward(env, gamma=gamma)
+        env = gym.wrappers.TransformReward(env, lambda reward: np.clip(reward, -10, 10))
+        return env
+
+    return thunk
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, obs_dim, action_dim):
+        super().__init__()
+        self.critic = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),
+        )
+        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # intrinsic value head on the critic's body
+        self.actor_mean = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, action_dim), std=0.01),
+        )
+        self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
+
+    def get_values(self, x):
+        hidden = self.critic[:-1](x)
+        return self.critic[-1](hidden), self.critic_int(hidden)
+
+    def get_action_and_value(self, x, action=None):
+        action_mean = self.actor_mean(x)
+        action_logstd = self.actor_logstd.expand_as(action_mean)
+        probs = Normal(action_mean, torch.exp(action_logstd))
+        if action is None:
+            action = probs.sample()
+        value, int_value = self.get_values(x)
+        return action, probs.log_prob(action).sum(1), probs.entropy().sum(1), value, int_value
+
+
+class EnsembleLinear(nn.Module):
+    """`num_members` independent linear layers as one batched matmul: (K, B, in) -> (K, B, out)."""
+
+    def __init__(self, num_members, in_features, out_features):
+        super().__init__()
+        bound = 1.0 / np.sqrt(in_features)  # nn.Linear's default initialisation, member by member
+        self.weight = nn.Parameter(torch.empty(num_members, in_features, out_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(num_members, 1, out_features).uniform_(-bound, bound))
+
+    def forward(self, x):
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class ForwardModel(nn.Module):
+    """An ensemble of `num_members` MLPs learning `next_obs - obs` from (obs, action), all
+    members in one batched computation; `predict` returns `obs` + the members' mean delta.
+    It works in the agent's (normalised) observation space."""
+
+    def __init__(self, obs_dim, action_dim, hidden_sizes=(256, 256), num_members=5):
+        super().__init__()
+        self.config = dict(obs_dim=obs_dim, action_dim=action_dim, hidden_sizes=tuple(hidden_sizes),
+                           num_members=num_members)  # fmt: skip
+        self.num_members = num_members
+        layers, in_dim = [], obs_dim + action_dim
+        for size in hidden_sizes:
+            layers += [EnsembleLinear(num_members, in_dim, size), nn.ReLU()]
+            in_dim = size
+        self.body = nn.Sequential(*layers)
+        self.mean = EnsembleLinear(num_members, in_dim, obs_dim)
+
+    def forward(self, obs, actions):
+        """Each member's predicted delta, (members, batch, obs_dim). A (batch, ...) input goes to
+        every member; a (members, batch, ...) input gives each member its own batch."""
+        x = torch.cat([obs, actions], dim=-1)
+        return self.mean(self.body(x.expand(self.num_members, *x.shape) if x.dim() == 2 else x))
+
+    def per_sample_loss(self, obs, actions, deltas):
+        """MSE averaged over observation dimensions, (members, batch)."""
+        return ((self(obs, actions) - deltas) ** 2).mean(-1)
+
+    @torch.no_grad()
+    def predict(self, obs, actions):
+        return obs + self(obs, actions).mean(0)
+
+    def save(self, path):
+        torch.save({"config": self.config, "state_dict": self.state_dict()}, path)
+
+    @classmethod
+    def load(cls, path, map_location="cpu"):
+        checkpoint = torch.load(path, map_location=map_location)
+        model = cls(**checkpoint["config"])
+        model.load_state_dict(checkpoint["state_dict"])
+        return model.eval()
+
+
+def true_next_obs(next_obs, infos, done):
+    """`next_obs` of a SAME_STEP vector env with each ended episode's final observation in
+    place of the reset observation: the observation the step really led to."""
+    real_next_obs = next_obs.copy()
+    for i in np.flatnonzero(done):
+        real_next_obs[i] = infos["final_obs"][i]
+    return real_next_obs
+
+
+def train_forward_model(model, optimizer, obs, actions, deltas, epochs, batch_size):
+    """Mini-batch passes over one rollout's transitions, each member in its own shuffled
+    order (one batched step trains all); returns the members' mean training loss."""
+    losses = []
+    for _ in range(epochs):
+        orders = torch.stack([torch.randperm(len(obs)) for _ in range(model.num_members)])
+        for idx in orders.split(batch_size, dim=1):
+            loss = model.per_sample_loss(obs[idx], actions[idx], deltas[idx]).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return float(np.mean(losses))
+
+
+@torch.no_grad()
+def poi_values(model, obs, actions):
+    """Ensemble disagreement: the variance of the members' predictions, averaged over
+    observation dimensions; one value per (observation, action)."""
+    return model(obs, actions).var(0, unbiased=False).mean(-1)
+
+
+def compute_gae(rewards, values, next_values, terminations, dones, gamma, gae_lambda):
+    """Generalised advantage estimation over a (num_steps, num_envs) rollout.
+
+    `next_values[t]` is the value of the true next observation of step t (the final
+    observation where the episode ended); `terminations[t]` stops the bootstrap from it
+    (a truncated step still bootstraps); `dones[t]` (terminated or truncated) cuts the trace.
+    """
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = torch.zeros_like(rewards[0])
+    for t in reversed(range(len(rewards))):
+        delta = rewards[t] + gamma * (1.0 - terminations[t]) * next_values[t] - values[t]
+        lastgaelam = delta + gamma * gae_lambda * (1.0 - dones[t]) * lastgaelam
+        advantages[t] = lastgaelam
+    return advantages, advantages + values
+
+
+def intrinsic_advantages(int_rewards, int_values, next_int_value, int_gamma, gae_lambda):
+    """GAE of the intrinsic reward, non-episodic: its return flows on across episode ends
+    (an episode's end is no reason to stop seeking data for the model)."""
+    next_int_values = torch.cat([int_values[1:], next_int_value])
+    no_ends = torch.zeros_like(int_rewards)
+    return compute_gae(int_rewards, int_values, next_int_values, no_ends, no_ends, int_gamma, gae_lambda)
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    try:
+        check_args(args)
+    except ValueError as error:
+        sys.exit(f"error: {error}")
+    run_dir = Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
+    if args.track:
+        try:
+            import wandb
+        except ImportError:
+            sys.exit("error: --track needs wandb: pip install wandb")
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_dir.name,
+            monitor_gym=True,
+            save_code=True,
+        )
+    writer = SummaryWriter(str(run_dir), flush_secs=30)
+    writer.add_text("hyperparameters", hparams_markdown(args))
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.torch_threads)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # env setup: SAME_STEP autoreset gives the true final observation in infos["final_obs"]
+    envs = gym.vector.SyncVectorEnv(
+        [make_env(args.env, i, args.capture_video, run_dir, args.gamma) for i in range(args.num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    assert isinstance(envs.single_action_space, gym.spaces.Box), "only continuous action space is supported"
+    obs_dim = int(np.prod(envs.single_observation_space.shape))
+    action_dim = int(np.prod(envs.single_action_space.shape))
+
+    agent = Agent(obs_dim, action_dim).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    model = ForwardModel(obs_dim, action_dim, args.model_hidden_sizes, args.ensemble_size).to(device)
+    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate)
+
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs, action_dim)).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    terminations = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    int_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    deltas = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
+
+    try:
+        # TRY NOT TO MODIFY: start the game
+        global_step = 0
+        start_time = time.time()
+        next_obs, _ = envs.reset(seed=args.seed)
+        next_obs = torch.tensor(next_obs, dtype=torch.float32, device=device)
+        int_reward_std = DiscountedReturnStd(args.num_envs, args.int_gamma)
+
+        for iteration in range(1, args.num_iterations + 1):
+            # Annealing the rate if instructed to do so.
+            if args.anneal_lr:
+                frac = 1.0 - (iteration - 1.0) / args.num_iterations
+                optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+
+            iteration_returns = []
+            for step in range(0, args.num_steps):
+                global_step += args.num_envs
+                obs[step] = next_obs
+
+                # ALGO LOGIC: action logic
+                with torch.no_grad():
+                    action, logprob, _, value, int_value = agent.get_action_and_value(next_obs)
+                    values[step] = value.flatten()
+                    int_values[step] = int_value.flatten()
+                actions[step] = action
+                logprobs[step] = logprob
+
+                # TRY NOT TO MODIFY: execute the game and log data.
+                next_obs_np, reward, termination, truncation, infos = envs.step(action.cpu().numpy())
+                done = np.logical_or(termination, truncation)
+                real_next_obs = torch.tensor(true_next_obs(next_obs_np, infos, done), dtype=torch.float32, device=device)
+                if truncation.any():  # a truncated episode bootstraps from its final observation
+                    with torch.no_grad():
+                        final_values[step, truncation] = agent.get_values(real_next_obs[truncation])[0].flatten()
+                rewards[step] = torch.tensor(reward, device=device).view(-1)
+                if args.no_task_reward or global_step < args.reward_warmstart:
+                    rewards[step] = 0.0
+                terminations[step] = torch.tensor(termination, device=device, dtype=torch.float32)
+                dones[step] = torch.tensor(done, device=device, dtype=torch.float32)
+                deltas[step] = real_next_obs - obs[step]
+                next_obs = torch.tensor(next_obs_np, dtype=torch.float32, device=device)
+
+                if "final_info" in infos and "episode" in infos["final_info"]:
+                    episode = infos["final_info"]["episode"]
+                    for i in np.flatnonzero(infos["final_info"]["_episode"]):
+                        writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
+                        writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
+                        iteration_returns.append(float(episode["r"][i]))
+
+            # FORWARD MODEL LOGIC: train on this rollout's transitions
+            flat = (obs.reshape(-1, obs_dim), actions.reshape(-1, action_dim), deltas.reshape(-1, obs_dim))
+            model_train_loss = train_forward_model(model, model_optimizer, *flat, args.model_epochs, args.model_batch_size)
+            writer.add_scalar("external_model/train_loss", model_train_loss, global_step)
+
+            # POI LOGIC: interest of every stored transition under the updated model, as a normalised reward
+            poi = poi_values(model, *flat[:2]).reshape(args.num_steps, args.num_envs)
+            int_rewards = poi / (int_reward_std.update(poi.cpu().numpy()) + 1e-8)
+
+            # bootstrap value if not done
+            with torch.no_grad():
+                next_value, next_int_value = agent.get_values(next_obs)
+                next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
+                next_values = torch.where(dones.bool() & ~terminations.bool(), final_values, next_values)
+                advantages, returns = compute_gae(
+                    rewards, values, next_values, terminations, dones, args.gamma, args.gae_lambda
+                )
+                int_advantages, int_returns = intrinsic_advantages(
+                    int_rewards, int_values, next_int_value.reshape(1, -1), args.int_gamma, args.gae_lambda
+                )
+
+            # flatten the batch
+            b_obs = obs.reshape((-1, obs_dim))
+            b_logprobs = logprobs.reshape(-1)
+            b_actions = actions.reshape((-1, action_dim))
+            b_advantages = (args.ext_coef * advantages + args.int_coef * int_advantages).reshape(-1)
+            b_returns = returns.reshape(-1)
+            b_values = values.reshape(-1)
+            b_int_returns = int_returns.reshape(-1)
+
+            # Optimizing the policy and value network
+            b_inds = np.arange(args.batch_size)
+            clipfracs = []
+            for epoch in range(args.update_epochs):
+                np.random.shuffle(b_inds)
+                for start in range(0, args.batch_size, args.minibatch_size):
+                    end = start + args.minibatch_size
+                    mb_inds = b_inds[start:end]
+
+                    _, newlogprob, entropy, newvalue, new_int_value = agent.get_action_and_value(
+                        b_obs[mb_inds], b_actions[mb_inds]
+                    )
+                    logratio = newlogprob - b_logprobs[mb_inds]
+                    ratio = logratio.exp()
+
+                    with torch.no_grad():
+                        # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                        old_approx_kl = (-logratio).mean()
+                        approx_kl = ((ratio - 1) - logratio).mean()
+                        clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+
+                    mb_advantages = b_advantages[mb_inds]
+                    if args.norm_adv:
+                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+
+                    # Policy loss
+                    pg_loss1 = -mb_advantages * ratio
+                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                    # Value loss
+                    newvalue = newvalue.view(-1)
+                    if args.clip_vloss:
+                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                        v_clipped = b_values[mb_inds] + torch.clamp(
+                            newvalue - b_values[mb_inds],
+                            -args.clip_coef,
+                            args.clip_coef,
+                        )
+                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                        v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                        v_loss = 0.5 * v_loss_max.mean()
+                    else:
+                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+                    int_v_loss = 0.5 * ((new_int_value.view(-1) - b_int_returns[mb_inds]) ** 2).mean()
+
+                    entropy_loss = entropy.mean()
+                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+                    loss = loss + int_v_loss * args.vf_coef
+
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    optimizer.step()
+
+                if args.target_kl is not None and approx_kl > args.target_kl:
+                    break
+
+            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+            var_y = np.var(y_true)
+            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+            # TRY NOT TO MODIFY: record rewards for plotting purposes
+            sps = global_step / (time.time() - start_time)
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+            writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+            writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("charts/SPS", int(sps), global_step)
+            writer.add_scalar("losses/int_value_loss", int_v_loss.item(), global_step)
+            writer.add_scalar("poi/mean", poi.mean().item(), global_step)
+            writer.add_scalar("poi/max", poi.max().item(), global_step)
+            writer.add_scalar("poi/intrinsic_reward_mean", int_rewards.mean().item(), global_step)
+            mean_return = np.mean(iteration_returns) if iteration_returns else float("nan")
+            print(progress_line(global_step, args.total_timesteps, sps, mean_return, model_train_loss), flush=True)
+
+        if args.save_model:
+            torch.save(agent.state_dict(), run_dir / "agent.pt")
+            model.save(run_dir / "forward_model.pt")
+            save_args(args, run_dir / "args.json")
+            print(f"models saved to {run_dir}")
+        writer.flush()
+        mark_finished(run_dir, global_step, time.time() - start_time)
+    finally:  # a crash mid-run keeps everything logged so far
+        envs.close()
+        writer.close()

@@ -1,0 +1,148 @@
+"""Continuous control: the SAC file's forward model and data, the continuous PPO ensemble,
+the envs (flattened goal observations), smoke runs on Pendulum and MuJoCo tasks."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from algos import ppo_continuous_poi_ensemble as cppo
+from algos import sac_forward_model as sac
+from common.tb import read_scalars
+from envs.continuous import make_continuous_env
+from tests.test_smoke import only_run_dir, run
+
+A = np.array([[0.9, 0.2], [-0.1, 0.95]], dtype=np.float32)
+B = np.array([[0.0], [0.5]], dtype=np.float32)
+NOISE = 0.01
+
+
+def linear_system(n, center, spread, rng):
+    """x' = A x + B u + noise around `center`: (obs, actions, deltas) as tensors."""
+    x = (center + spread * rng.standard_normal((n, 2))).astype(np.float32)
+    u = rng.uniform(-1, 1, (n, 1)).astype(np.float32)
+    next_x = x @ A.T + u @ B.T + NOISE * rng.standard_normal((n, 2)).astype(np.float32)
+    return torch.tensor(x), torch.tensor(u), torch.tensor(next_x - x)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("gaussian", [False, True])
+def test_forward_model_learns_a_linear_system(seed, gaussian):
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    dense, sparse = linear_system(4000, 0.0, 0.3, rng), linear_system(40, 2.0, 0.3, rng)
+    data = tuple(torch.cat(pair) for pair in zip(dense, sparse))
+    model = sac.ForwardModel(2, 1, hidden_size=64, layers=2, activation="tanh", gaussian=gaussian)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    fresh_dense, fresh_sparse = linear_system(500, 0.0, 0.3, rng), linear_system(500, 2.0, 0.3, rng)
+    std_before = model(*fresh_dense[:2])[1].exp().mean().item() if gaussian else None
+    for _ in range(30):
+        sac.train_forward_model(model, optimizer, *data, epochs=1, batch_size=64)
+    mean, log_std = model(*fresh_dense[:2])
+    assert ((mean - fresh_dense[2]) ** 2).mean() < 5 * NOISE**2  # near the noise floor
+    next_obs = model.predict(*fresh_dense[:2])
+    assert torch.allclose(next_obs, fresh_dense[0] + mean, atol=1e-6)
+    if gaussian:  # the std shrinks to the noise where data is dense, and stays wider where it is sparse
+        std_dense = log_std.exp().mean().item()
+        std_sparse = model(*fresh_sparse[:2])[1].exp().mean().item()
+        assert std_dense < 0.05 * std_before and std_dense < 2 * NOISE and std_sparse > 1.3 * std_dense
+
+
+def test_forward_model_save_load_round_trip(tmp_path):
+    model = sac.ForwardModel(3, 1, hidden_size=16, layers=3, activation="logistic", gaussian=True)
+    model.save(tmp_path / "fm.pt")
+    loaded = sac.ForwardModel.load(tmp_path / "fm.pt")
+    obs, actions = torch.randn(5, 3), torch.randn(5, 1)
+    assert torch.equal(model.predict(obs, actions), loaded.predict(obs, actions))
+    assert isinstance(loaded.body[1], torch.nn.Sigmoid) and len(loaded.body) == 6
+
+
+def test_replay_buffer_wraps_and_transition_set_holds_out_a_fraction():
+    buffer = sac.ReplayBuffer(capacity=5, obs_dim=1, action_dim=1)
+    for i in range(7):
+        buffer.add(np.array([[i]]), np.array([[i + 1]]), np.array([[0.0]]), np.array([float(i)]), np.array([0.0]))
+    assert buffer.full and sorted(buffer.obs[:, 0]) == [2, 3, 4, 5, 6] and np.all(buffer.next_obs == buffer.obs + 1)
+    data = sac.TransitionSet(10_000, 2, 1, eval_fraction=0.2, seed=0)
+    obs = np.random.default_rng(0).normal(size=(10_000, 2)).astype(np.float32)
+    data.add(obs, np.zeros((10_000, 1), np.float32), obs + 1)
+    held_out, train = data.part(True, "cpu"), data.part(False, "cpu")
+    assert abs(len(held_out[0]) / 10_000 - 0.2) < 0.02 and len(held_out[0]) + len(train[0]) == 10_000
+    assert torch.allclose(train[2], torch.ones_like(train[2])) and not set(map(tuple, held_out[0].tolist())) & set(map(tuple, train[0].tolist()))
+    assert [s for s in range(1, 3001) if sac.retrain_due(s, 1000)] == [1000, 2000, 3000]
+
+
+def test_continuous_ensemble_equals_a_loop_over_members():
+    torch.manual_seed(0)
+    model = cppo.ForwardModel(4, 2, hidden_sizes=(8, 6), num_members=3)
+    obs, actions = torch.randn(7, 4), torch.randn(7, 2)
+    batched = model(obs, actions)
+    layers = [m for m in model.modules() if isinstance(m, cppo.EnsembleLinear)]
+    for k in range(3):
+        h = torch.cat([obs, actions], -1)
+        for i, layer in enumerate(layers):
+            h = h @ layer.weight[k] + layer.bias[k]
+            h = torch.relu(h) if i < len(layers) - 1 else h
+        assert torch.allclose(batched[k], h, atol=1e-5)
+    assert torch.allclose(cppo.poi_values(model, obs, actions), batched.var(0, unbiased=False).mean(-1))
+
+
+def test_goal_observations_are_flattened():
+    env = make_continuous_env("FetchReach-v4")
+    raw = gym.make("FetchReach-v4")
+    flat, _ = env.reset(seed=3)
+    obs, _ = raw.reset(seed=3)
+    assert np.allclose(flat, np.concatenate([obs["observation"], obs["desired_goal"]]))
+    assert env.observation_space.shape == (13,)
+
+
+SAC_SMALL = ["--total-timesteps", "1200", "--learning-starts", "400", "--fm-retrain-every", "400", "--batch-size", "64"]
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "HalfCheetah-v5", "FetchReach-v4"])
+def test_sac_runs_and_retrains_the_forward_model_every_n_steps(tmp_path, env_id):
+    run(tmp_path, "--env", env_id, *SAC_SMALL, "--save-model", "--fm-gaussian", script="algos/sac_forward_model.py")
+    run_dir = only_run_dir(tmp_path)
+    scalars = read_scalars(run_dir)
+    assert [s for s, _ in scalars["fm/train_loss"]] == [400, 800, 1200]
+    assert [s for s, _ in scalars["fm/eval_loss"]] == [400, 800, 1200]
+    assert {"losses/qf_loss", "losses/actor_loss", "losses/alpha", "charts/SPS"} <= set(scalars)
+    model = sac.ForwardModel.load(run_dir / "forward_model.pt")
+    assert model.config["gaussian"] and (run_dir / "finished.json").is_file()
+    if env_id == "Pendulum-v1":  # the saved model predicts fresh transitions better than an untrained one
+        env = make_continuous_env(env_id)
+        obs, _ = env.reset(seed=5)
+        rows = []
+        for _ in range(200):
+            action = env.action_space.sample()
+            next_obs, *_ = env.step(action)
+            rows.append((obs, action, next_obs))
+            obs = next_obs
+        o, a, n = (torch.tensor(np.array(x), dtype=torch.float32) for x in zip(*rows))
+        untrained = sac.ForwardModel(**model.config)
+        assert ((model.predict(o, a) - n) ** 2).mean() < 0.5 * ((untrained.predict(o, a) - n) ** 2).mean()
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "Walker2d-v5"])
+def test_continuous_ppo_ensemble_runs(tmp_path, env_id):
+    run(tmp_path, "--env", env_id, "--total-timesteps", "1024", "--num-steps", "512", "--num-minibatches", "4",
+        "--update-epochs", "2", "--save-model", script="algos/ppo_continuous_poi_ensemble.py")  # fmt: skip
+    run_dir = only_run_dir(tmp_path)
+    scalars = read_scalars(run_dir)
+    assert {"poi/mean", "poi/max", "poi/intrinsic_reward_mean", "external_model/train_loss", "losses/int_value_loss",
+            "losses/value_loss", "charts/SPS"} <= set(scalars)  # fmt: skip
+    assert len(scalars["poi/mean"]) == 2 and min(v for _, v in scalars["poi/mean"]) > 0
+    model = cppo.ForwardModel.load(run_dir / "forward_model.pt")
+    assert model.num_members == 5
+
+
+@pytest.mark.parametrize("script, flags, message", [
+    ("algos/sac_forward_model.py", ["--env", "CartPole-v1"], "error: CartPole-v1 has a Discrete action space"),
+    ("algos/sac_forward_model.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'"),
+    ("algos/sac_forward_model.py", ["--fm-eval-fraction", "1.5"], "error: --fm-eval-fraction must be in (0, 1)"),
+    ("algos/ppo_continuous_poi_ensemble.py", ["--ensemble-size", "1"], "error: --ensemble-size must be at least 2"),
+    ("algos/ppo_continuous_poi_ensemble.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'"),
+])  # fmt: skip
+def test_continuous_files_reject_bad_input_with_one_line(tmp_path, script, flags, message):
+    proc = run(tmp_path, *flags, script=script, check=False)
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith(message), proc.stderr
+    assert not (tmp_path / "runs").exists()
