@@ -9,8 +9,10 @@ named `<env>__<method>__<seed>__<time>` as the algorithm files name them). Per r
 (phases from `charts/phase`), following EMMA's definitions, with an exponential moving
 average of span `--span` restarted at each phase start:
 - adaptation efficiency: global steps from the phase start until the smoothed external-model
-  loss first falls below `--train-threshold` / `--eval-threshold`. A phase where it never does
-  counts with the phase's length (a lower bound; the table says how many reached it);
+  loss first falls below `--train-threshold` / `--eval-threshold` after having been at or
+  above it (the training loss rises only as the episodes that began before a change end);
+  0 when it never is at or above it in the phase. A phase where it never falls back counts
+  with the phase's length (a lower bound; the table says how many reached it);
 - asymptotic loss: the lowest smoothed loss in the phase;
 - success: whether the smoothed episodic return exceeded `--success-threshold` in the phase.
 `--drop-unsuccessful` keeps only the runs that succeeded in every phase, and says how many went.
@@ -68,9 +70,15 @@ def ema(values: np.ndarray, span: int) -> np.ndarray:
     return out
 
 
-def first_step_below(steps: np.ndarray, smoothed: np.ndarray, threshold: float) -> float:
-    below = np.flatnonzero(smoothed < threshold)
-    return float(steps[below[0]]) if len(below) else math.nan
+def steps_to_fall_below(steps: np.ndarray, smoothed: np.ndarray, threshold: float, start: int) -> float:
+    """Steps from `start` until the smoothed loss falls below `threshold` after having been at
+    or above it (a loss that rises a few rollouts after the change, as old episodes finish,
+    counts from its rise); 0 when it never is at or above it; nan when it never falls back."""
+    above = np.flatnonzero(smoothed >= threshold)
+    if len(above) == 0:
+        return 0.0
+    below = np.flatnonzero(smoothed[above[0] :] < threshold)
+    return float(steps[above[0] + below[0]]) - start if len(below) else math.nan
 
 
 def in_phase(series: list[tuple[int, float]], start: int, end: float) -> tuple[np.ndarray, np.ndarray]:
@@ -92,9 +100,9 @@ def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], succes
                 row.update({f"{kind}_adaptation": math.nan, f"{kind}_reached": False, f"{kind}_asymptotic": math.nan})
                 continue
             smoothed = ema(values, span)
-            reached = first_step_below(steps, smoothed, thresholds[kind])
+            reached = steps_to_fall_below(steps, smoothed, thresholds[kind], start)
             row[f"{kind}_reached"] = not math.isnan(reached)
-            row[f"{kind}_adaptation"] = (reached if row[f"{kind}_reached"] else end) - start
+            row[f"{kind}_adaptation"] = reached if row[f"{kind}_reached"] else end - start
             row[f"{kind}_asymptotic"] = float(smoothed.min())
         steps, returns = in_phase(scalars.get(RETURN, []), start, end)
         above = np.flatnonzero(ema(returns, span) > success_threshold)
@@ -242,13 +250,7 @@ def plot(curve_data: dict, rows: list[dict], baseline: str | None, out: Path) ->
                 ax.axvline(start, color="grey", linestyle="--", linewidth=1)
             ax.set(title=f"{title} (IQM, 95% CI)", xlabel="global step")
             ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
-        axes[0].legend(fontsize=8)
-        fig.suptitle(env)
-        fig.tight_layout()
-        path = out / f"curves_{env}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
+        written.append(finish_figure(fig, axes, env, out / f"curves_{env}.png"))
 
         env_rows = [row for row in rows if row["env"] == env]
         suffix = "_normalised" if baseline else ""
@@ -272,14 +274,19 @@ def plot(curve_data: dict, rows: list[dict], baseline: str | None, out: Path) ->
             ax.set_xticks(range(len(phases)), [f"phase {p}" for p in phases])
             ax.set(title=f"{kind} loss: adaptation efficiency" + (f" / {baseline}'s" if baseline else " (steps)"),
                    ylabel="IQM, 95% CI (lower = faster)")  # fmt: skip
-        axes[0].legend(fontsize=8)
-        fig.suptitle(env)
-        fig.tight_layout()
-        path = out / f"adaptation_{env}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
+        written.append(finish_figure(fig, axes, env, out / f"adaptation_{env}.png"))
     return written
+
+
+def finish_figure(fig, axes, title: str, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def markdown(rows: list[dict], settings: dict, notes: list[str]) -> str:

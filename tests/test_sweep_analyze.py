@@ -135,6 +135,17 @@ def test_metrics_on_event_files_with_known_answers(tmp_path):
     # span 1 is no smoothing: the first point after the drop
     (raw, *_) = analyze.phase_metrics(scalars, 1, {"train": 2.0, "eval": 2.0}, 0.8)
     assert raw["eval_adaptation"] == (DROP_AT + 1) * EVERY
+    # a threshold above the high loss: never at or above it, adapted from the start
+    (never, *_) = analyze.phase_metrics(scalars, 30, {"train": 9.0, "eval": 9.0}, 0.8)
+    assert never["eval_reached"] and never["eval_adaptation"] == 0
+
+
+def test_adaptation_counts_from_a_delayed_rise():
+    """The loss starts low (old episodes still running), rises above the threshold, falls back."""
+    steps = np.arange(1, 11) * 100.0
+    loss = np.array([1, 1, 5, 5, 5, 3, 1, 1, 1, 1], dtype=float)
+    assert analyze.steps_to_fall_below(steps, loss, threshold=2.0, start=50) == 700 - 50
+    assert math.isnan(analyze.steps_to_fall_below(steps, loss, threshold=0.5, start=50))
 
 
 def analyse(*args: str) -> subprocess.CompletedProcess:
