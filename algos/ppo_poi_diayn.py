@@ -472,6 +472,7 @@ class StateVAE(nn.Module):
     def loss(self, obs):
         """Negative ELBO per observation: Bernoulli reconstruction plus the KL to N(0, I)."""
         mean, log_var = self.encoder(obs).chunk(2, dim=-1)
+        log_var = log_var.clamp(-10.0, 10.0)
         z = mean + torch.randn_like(mean) * (0.5 * log_var).exp()
         recon = F.binary_cross_entropy_with_logits(self.decoder(z), obs, reduction="none").sum(-1)
         kl = 0.5 * (mean.pow(2) + log_var.exp() - 1.0 - log_var).sum(-1)
