@@ -281,9 +281,10 @@ def plot(curve_data: dict, rows: list[dict], baseline: str | None, out: Path) ->
 def finish_figure(fig, axes, title: str, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
-    axes[0].legend(fontsize=8)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
@@ -310,8 +311,9 @@ def markdown(rows: list[dict], settings: dict, notes: list[str]) -> str:
             )
         lines.append("")
     lines.append("IQM [95% stratified-bootstrap CI] over runs. Adaptation steps: from the phase start until the "
-                 "smoothed loss first falls below the threshold; a run that never gets there counts with the "
-                 "phase's length. Normalised: divided by the baseline's IQM (below 1 = faster).")  # fmt: skip
+                 "smoothed loss first falls below the threshold after having been at or above it (0 if it never was); "
+                 "a run that never gets there counts with the phase's length. Normalised: divided by the baseline's "
+                 "IQM (below 1 = faster).")  # fmt: skip
     if notes:
         lines += ["", "Notes:", *[f"- {note}" for note in notes]]
     return "\n".join(lines) + "\n"
