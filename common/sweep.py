@@ -246,9 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         if run not in todo:
             print(f"[sweep] skip {run.key}: finished in {finished_run_dir(run, out)}")
-    if args.backend == "ray":
+    if todo and args.backend == "ray":
         run_ray(todo, out, args.ray_address, args.workers, args.run_timeout, progress)
-    else:
+    elif todo:
         run_local(todo, out, args.workers, args.run_timeout, progress)
     if progress.failed:
         failed = sorted(p.name[: -len(".failed.json")] for p in (out / "logs").glob("*.failed.json"))
