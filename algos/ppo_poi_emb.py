@@ -661,10 +661,10 @@ if __name__ == "__main__":
                 args.model_batch_size,
             )
             writer.add_scalar("external_model/train_loss", model_train_loss, global_step)
+            eval_poi = poi_values(model, *heldout[:2], args.mc_samples)  # also the embedding's held-out targets
             if iteration % args.eval_every == 0 or iteration == args.num_iterations:
                 model_eval_loss = eval_external_model(model, *heldout)
                 writer.add_scalar("external_model/eval_loss", model_eval_loss, global_step)
-                eval_poi = poi_values(model, *heldout[:2], args.mc_samples)
                 writer.add_scalar("poi/eval_mean", eval_poi.mean().item(), global_step)
 
             # POI LOGIC: interest of every stored transition under the updated model, as a normalised reward
@@ -674,8 +674,7 @@ if __name__ == "__main__":
 
             # EMBEDDING LOGIC: the embedding network learns to summarise where the POI is
             emb_pool = (obs.reshape(-1, obs_dim), poi.reshape(-1))
-            heldout_poi = poi_values(model, *heldout[:2], args.mc_samples)
-            emb_loss = train_interest_embedding(emb_net, emb_optimizer, *emb_pool, heldout[0], heldout_poi, args)
+            emb_loss = train_interest_embedding(emb_net, emb_optimizer, *emb_pool, heldout[0], eval_poi, args)
 
             # bootstrap value if not done
             with torch.no_grad():

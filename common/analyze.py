@@ -148,16 +148,21 @@ def planned_but_missing(folders: list[Path], runs: list[RunInfo]) -> list[str]:
     return missing
 
 
-def interval_estimates(scores: dict[str, np.ndarray], reps: int, seed: int) -> dict[str, tuple[float, float, float]]:
-    """IQM and 95% stratified-bootstrap CI per method; scores[method] has shape (runs, tasks)."""
+def bootstrap(scores: dict[str, np.ndarray], statistic, reps: int, seed: int) -> tuple[dict, dict]:
+    """rliable's stratified bootstrap over runs: (point estimates, 95% intervals) per key of
+    `scores`, each an array shaped (runs, tasks)."""
     from rliable import library as rly
-    from rliable import metrics
 
     with warnings.catch_warnings():  # arch's notice about its future random-state argument
         warnings.simplefilter("ignore", FutureWarning)
-        point, interval = rly.get_interval_estimates(
-            scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps,
-            random_state=np.random.RandomState(seed))  # fmt: skip
+        return rly.get_interval_estimates(scores, statistic, reps=reps, random_state=np.random.RandomState(seed))
+
+
+def interval_estimates(scores: dict[str, np.ndarray], reps: int, seed: int) -> dict[str, tuple[float, float, float]]:
+    """IQM and 95% stratified-bootstrap CI per method."""
+    from rliable import metrics
+
+    point, interval = bootstrap(scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps, seed)
     return {m: (float(point[m][0]), float(interval[m][0, 0]), float(interval[m][1, 0])) for m in scores}
 
 
@@ -194,7 +199,6 @@ def aggregate(runs: list[RunInfo], baseline: str | None, reps: int, seed: int) -
 def curves(runs: list[RunInfo], span: int, reps: int, seed: int, points: int = 100) -> dict:
     """Per env and method: smoothed losses and return on a common step grid (up to the end of
     the shortest run), IQM and 95% CI band per grid point."""
-    from rliable import library as rly
     from scipy.stats import trim_mean
 
     out = {}
@@ -218,11 +222,7 @@ def curves(runs: list[RunInfo], span: int, reps: int, seed: int, points: int = 1
                         series.append(np.interp(grid, np.concatenate(smoothed_steps), np.concatenate(smoothed)))
                 if not series:
                     continue
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", FutureWarning)
-                    point, band = rly.get_interval_estimates(
-                        {method: np.array(series)}, lambda x: trim_mean(x, 0.25, axis=0), reps=reps,
-                        random_state=np.random.RandomState(seed))  # fmt: skip
+                point, band = bootstrap({method: np.array(series)}, lambda x: trim_mean(x, 0.25, axis=0), reps, seed)
                 per_tag[name] = {"iqm": point[method].tolist(), "low": band[method][0].tolist(),
                                  "high": band[method][1].tolist()}  # fmt: skip
             out[env]["methods"][method] = per_tag
