@@ -31,7 +31,6 @@ import json
 import math
 import re
 import sys
-import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,9 +152,14 @@ def bootstrap(scores: dict[str, np.ndarray], statistic, reps: int, seed: int) ->
     `scores`, each an array shaped (runs, tasks)."""
     from rliable import library as rly
 
-    with warnings.catch_warnings():  # arch's notice about its future random-state argument
-        warnings.simplefilter("ignore", FutureWarning)
-        return rly.get_interval_estimates(scores, statistic, reps=reps, random_state=np.random.RandomState(seed))
+    # rliable's stratified resampling draws from numpy's global generator (its random_state
+    # argument reaches arch, which rliable's own index sampling bypasses): seed it, then restore it
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        return rly.get_interval_estimates(scores, statistic, reps=reps)
+    finally:
+        np.random.set_state(state)
 
 
 def interval_estimates(scores: dict[str, np.ndarray], reps: int, seed: int) -> dict[str, tuple[float, float, float]]:
