@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -38,12 +37,11 @@ from pathlib import Path
 import numpy as np
 
 from common.learning_summary import phase_starts
-from common.runs import COMPLETION_MARKER
+from common.runs import COMPLETION_MARKER, RUN_NAME
 from common.tb import read_scalars
 
 LOSSES = {"train": "external_model/train_loss", "eval": "external_model/eval_loss"}
 RETURN = "charts/episodic_return"
-RUN_NAME = re.compile(r"^(?P<env>.+?)__(?P<method>.+)__(?P<seed>-?\d+)__(?P<time>\d+)$")
 
 
 @dataclass
@@ -125,7 +123,7 @@ def find_runs(folders: list[Path]) -> tuple[list[RunInfo], list[str]]:
             if match is None:
                 notes.append(f"passed over {run_dir}: not named <env>__<method>__<seed>__<time>")
                 continue
-            key = (match["env"], match["method"], int(match["seed"]))
+            key = (match["env"], match["exp_name"], int(match["seed"]))
             attempts[key].append(((run_dir / COMPLETION_MARKER).is_file(), int(match["time"]), run_dir))
     runs = []
     for (env, method, seed), options in sorted(attempts.items()):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import time
 from pathlib import Path
 
@@ -15,6 +16,10 @@ COMPLETION_MARKER = "finished.json"
 
 def run_name(env: str, exp_name: str, seed: int) -> str:
     return f"{env}__{exp_name}__{seed}__{int(time.time())}"
+
+
+RUN_NAME = re.compile(r"^(?P<env>.+?)__(?P<exp_name>.+)__(?P<seed>-?\d+)__(?P<time>\d+)$")
+"""`run_name`'s format read back: groups env, exp_name, seed, time"""
 
 
 def mark_finished(run_dir: Path, global_step: int, seconds: float) -> None:

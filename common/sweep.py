@@ -24,6 +24,7 @@ system), and have the requirements installed; each run asks Ray for one CPU.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -83,14 +84,10 @@ def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[s
 
 def finished_run_dir(run: Run, out: Path) -> Path | None:
     """The run folder of a finished attempt of `run`, if any."""
-    for run_dir in sorted((out / "runs").glob(f"{glob_escape(run.key)}__*")):
+    for run_dir in sorted((out / "runs").glob(f"{glob.escape(run.key)}__*")):
         if (run_dir / COMPLETION_MARKER).is_file():
             return run_dir
     return None
-
-
-def glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 def execute(command: tuple[str, ...], log_path: str, timeout: float | None) -> tuple[int, float]:
@@ -241,11 +238,12 @@ def main(argv: list[str] | None = None) -> int:
                 "runs": [asdict(run) | {"key": run.key} for run in runs]}
     (out / "sweep.json").write_text(json.dumps(manifest, indent=2))
 
-    todo = [run for run in runs if finished_run_dir(run, out) is None]
+    finished = {run: finished_run_dir(run, out) for run in runs}
+    todo = [run for run in runs if finished[run] is None]
     progress = Progress(len(runs), len(runs) - len(todo), args.workers)
     for run in runs:
-        if run not in todo:
-            print(f"[sweep] skip {run.key}: finished in {finished_run_dir(run, out)}")
+        if finished[run] is not None:
+            print(f"[sweep] skip {run.key}: finished in {finished[run]}")
     if todo and args.backend == "ray":
         run_ray(todo, out, args.ray_address, args.workers, args.run_timeout, progress)
     elif todo:
