@@ -279,7 +279,8 @@ def train_forward_model(model, optimizer, obs, actions, deltas, epochs, batch_si
 def poi_values(model, obs, actions):
     """Ensemble disagreement: the variance of the members' predictions, averaged over
     observation dimensions; one value per (observation, action)."""
-    return model(obs, actions).var(0, unbiased=False).mean(-1)
+    predictions = model(obs, actions)
+    return (predictions - predictions.mean(0)).pow_(2).mean((0, 2))  # torch's var(0) is ~8x slower on the CPU
 
 
 def compute_gae(rewards, values, next_values, terminations, dones, gamma, gae_lambda):

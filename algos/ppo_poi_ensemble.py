@@ -364,7 +364,7 @@ def poi_values(model, obs, actions):
     averaged over output dimensions; one value per (observation, action)."""
     model.eval()
     mean, _ = model(obs, actions)
-    return mean.var(0, unbiased=False).mean(-1)
+    return (mean - mean.mean(0)).pow_(2).mean((0, 2))  # torch's var(0) is ~8x slower on the CPU
 
 
 def compute_gae(rewards, values, next_values, terminations, dones, gamma, gae_lambda):

@@ -1,5 +1,7 @@
 """Interest fields: batched computations against plain loops, and POI higher off the data."""
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -33,34 +35,67 @@ def poi_off_and_on_data(module, model, seed, **poi_kwargs):
     return outside, inside
 
 
-def test_mc_dropout_batched_equals_loop():
-    torch.manual_seed(0)
-    model = disagreement.ExternalModel(32, 3, "forward", hidden_sizes=(12, 8, 12), dropout=0.3)
-    obs, actions, _ = region_data(10, 0, 32, seed=0)
-    masks = disagreement.dropout_masks(model, num_samples=7, batch_size=10)
-    batched = disagreement.mc_dropout_predictions(model, obs, actions, masks)
-
+def loop_predictions(model, obs, actions, masks):
+    """Plain reference: pass by pass, observation by observation, the prediction of the
+    network thinned by `masks` (one keep-mask per pass and layer), in float64."""
+    keep = 1.0 - model.config["dropout"]
     linears = [layer for layer in model.body if isinstance(layer, torch.nn.Linear)]
-    x = model.inputs(obs, actions)
-    for s in range(7):  # one sample at a time, one observation at a time
-        for b in range(10):
+    x = model.inputs(obs, actions).double()
+    predictions = torch.zeros(len(masks[0]), len(obs), model.mean.out_features, dtype=torch.float64)
+    for s in range(len(masks[0])):
+        for b in range(len(obs)):
             h = x[b]
             for layer, mask in zip(linears, masks):
-                h = torch.relu(h @ layer.weight.T + layer.bias) * mask[s, b]
-            torch.testing.assert_close(batched[s, b], model.mean(h), rtol=1e-5, atol=1e-6)
-    ones = [torch.ones_like(m) for m in masks]  # keeping every unit is the eval-mode network
-    model.eval()
-    torch.testing.assert_close(disagreement.mc_dropout_predictions(model, obs, actions, ones)[0], model(obs, actions)[0])
+                h = torch.relu(h @ layer.weight.double().T + layer.bias.double()) * mask[s].double() / keep
+            predictions[s, b] = h @ model.mean.weight.double().T + model.mean.bias.double()
+    return predictions
+
+
+@pytest.mark.parametrize("target,hidden_sizes,gaussian", [
+    ("forward", (12, 8, 12), False), ("forward", (12, 8, 12), True), ("key_distance", (16, 4), False),
+    ("key_distance", (9,), False),
+])  # fmt: skip
+def test_mc_dropout_poi_equals_a_loop_over_passes_and_observations(target, hidden_sizes, gaussian):
+    torch.manual_seed(0)
+    model = disagreement.ExternalModel(32, 3, target, hidden_sizes=hidden_sizes, dropout=0.3, gaussian=gaussian)
+    obs, actions, _ = region_data(10, 0, 32, seed=0)
+    masks = disagreement.dropout_masks(model, num_samples=7)
+    masks[0][1] = False  # a pass that drops the whole first layer
+    masks[-1][2] = True  # a pass that keeps the whole last layer
+    expected = loop_predictions(model, obs, actions, masks).var(0, unbiased=False).mean(-1)
+    torch.testing.assert_close(disagreement.mc_dropout_poi(model, obs, actions, masks).double(), expected,
+                               rtol=1e-4, atol=1e-7)  # fmt: skip
+    same = [mask[:1].expand_as(mask) for mask in masks]  # every pass the same network: no spread
+    assert disagreement.mc_dropout_poi(model, obs, actions, same).abs().max().item() < 1e-6
+
+
+def test_mc_dropout_poi_converges_to_the_exact_dropout_variance():
+    """A network small enough to enumerate all 2^5 dropout masks: the POI of many passes
+    approaches the exact variance of the prediction under dropout."""
+    torch.manual_seed(0)
+    model = disagreement.ExternalModel(6, 2, "forward", hidden_sizes=(3, 2), dropout=0.4)
+    obs, actions = (torch.rand(4, 6) < 0.5).float(), torch.tensor([0, 1, 1, 0])
+    keep = 0.6
+    configurations = torch.tensor(list(itertools.product([False, True], repeat=5)))
+    weights = torch.where(configurations, keep, 1 - keep).prod(1).double()
+    predictions = loop_predictions(model, obs, actions, [configurations[:, :3], configurations[:, 3:]])
+    mean = (weights[:, None, None] * predictions).sum(0)
+    exact = (weights[:, None, None] * (predictions - mean) ** 2).sum(0).mean(-1)
+    sampled = disagreement.poi_values(model, obs, actions, num_samples=200_000).double()
+    torch.testing.assert_close(sampled, exact, rtol=0.02, atol=1e-6)
 
 
 def test_mc_dropout_masks_drop_at_the_configured_rate():
     torch.manual_seed(0)
     model = disagreement.ExternalModel(16, 3, "forward", hidden_sizes=(50, 40), dropout=0.3)
-    masks = disagreement.dropout_masks(model, num_samples=30, batch_size=200)
-    assert [tuple(m.shape) for m in masks] == [(30, 200, 50), (30, 200, 40)]
+    masks = disagreement.dropout_masks(model, num_samples=3000)
+    assert [tuple(m.shape) for m in masks] == [(3000, 50), (3000, 40)]
     for mask in masks:
-        assert torch.unique(mask).tolist() == [0.0, pytest.approx(1 / 0.7)]
-        assert (mask == 0).float().mean().item() == pytest.approx(0.3, abs=0.01)
+        assert mask.dtype == torch.bool
+        assert (~mask).float().mean().item() == pytest.approx(0.3, abs=0.01)
+    indices, scale = disagreement.kept_units(torch.tensor([[True, False, True], [False, False, True]]), keep=0.5)
+    assert indices[:, :1].tolist() == [[0], [2]] and indices[0, 1] == 2  # kept units first, in order
+    assert scale.tolist() == [[2.0, 2.0], [2.0, 0.0]]
 
 
 def test_mc_dropout_poi_is_higher_off_the_training_data():
