@@ -386,6 +386,14 @@ def eval_external_model(model, obs, actions, targets):
     return model.per_sample_loss(obs, actions, targets).mean().item()
 
 
+def distinct_rows(x):
+    """One index per distinct row of `x` (any of its occurrences), and each row's place among them:
+    x[rows][inverse] == x."""
+    _, inverse = torch.unique(x, dim=0, return_inverse=True)
+    rows = torch.empty(int(inverse.max()) + 1, dtype=torch.long, device=x.device)
+    return rows.scatter_(0, inverse, torch.arange(len(x), device=x.device)), inverse
+
+
 def dropout_masks(model, num_samples):
     """A Bernoulli keep-mask per dropout layer, shaped (num_samples, width): pass s of MC
     dropout is one thinned network applied to every observation. Each observation's
@@ -440,12 +448,15 @@ def mc_dropout_poi(model, obs, actions, masks):
 def poi_values(model, obs, actions, num_samples):
     """Disagreement of the external model, averaged over output dimensions, one value per
     (observation, action): the variance of the members' predictions (dropout off) for an
-    ensemble, of `num_samples` MC-dropout passes for a one-member model."""
+    ensemble, of `num_samples` MC-dropout passes (masks shared by the batch) for a one-member
+    model. Equal inputs get equal values: each distinct (observation, action) is computed once."""
+    rows, inverse = distinct_rows(model.inputs(obs, actions))
+    obs, actions = obs[rows], actions[rows]
     if model.num_members == 1:
-        return mc_dropout_poi(model, obs, actions, dropout_masks(model, num_samples))
+        return mc_dropout_poi(model, obs, actions, dropout_masks(model, num_samples))[inverse]
     model.eval()
     predictions, _ = model(obs, actions)
-    return (predictions - predictions.mean(0)).pow_(2).mean((0, 2))  # torch's var(0) is ~8x slower on the CPU
+    return (predictions - predictions.mean(0)).pow_(2).mean((0, 2))[inverse]  # torch's var(0) is ~8x slower on the CPU
 
 
 def agent_input(obs, skills, num_skills):

@@ -337,6 +337,14 @@ def eval_external_model(model, obs, actions, targets):
     return model.per_sample_loss(obs, actions, targets).mean().item()
 
 
+def distinct_rows(x):
+    """One index per distinct row of `x` (any of its occurrences), and each row's place among them:
+    x[rows][inverse] == x."""
+    _, inverse = torch.unique(x, dim=0, return_inverse=True)
+    rows = torch.empty(int(inverse.max()) + 1, dtype=torch.long, device=x.device)
+    return rows.scatter_(0, inverse, torch.arange(len(x), device=x.device)), inverse
+
+
 def dropout_masks(model, num_samples):
     """A Bernoulli keep-mask per dropout layer, shaped (num_samples, width): pass s of MC
     dropout is one thinned network applied to every observation. Each observation's
@@ -387,8 +395,12 @@ def mc_dropout_poi(model, obs, actions, masks):
 
 
 def poi_values(model, obs, actions, num_samples):
-    """MC-dropout disagreement of `num_samples` passes, masks drawn afresh."""
-    return mc_dropout_poi(model, obs, actions, dropout_masks(model, num_samples))
+    """MC-dropout disagreement of `num_samples` passes, masks drawn afresh. With masks shared
+    by the batch, equal inputs get equal values: each distinct (observation, action) is
+    computed once (a random policy's 2,048 steps on ColorDoorKey-8x8: ~1,150 distinct pairs,
+    ~370 distinct observations for the key-distance model, whose input is the observation)."""
+    rows, inverse = distinct_rows(model.inputs(obs, actions))
+    return mc_dropout_poi(model, obs[rows], actions[rows], dropout_masks(model, num_samples))[inverse]
 
 
 def compute_gae(rewards, values, next_values, terminations, dones, gamma, gae_lambda):

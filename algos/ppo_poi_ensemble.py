@@ -358,13 +358,24 @@ def eval_external_model(model, obs, actions, targets):
     return model.per_sample_loss(obs, actions, targets).mean().item()
 
 
+def distinct_rows(x):
+    """One index per distinct row of `x` (any of its occurrences), and each row's place among them:
+    x[rows][inverse] == x."""
+    _, inverse = torch.unique(x, dim=0, return_inverse=True)
+    rows = torch.empty(int(inverse.max()) + 1, dtype=torch.long, device=x.device)
+    return rows.scatter_(0, inverse, torch.arange(len(x), device=x.device)), inverse
+
+
 @torch.no_grad()
 def poi_values(model, obs, actions):
     """Ensemble disagreement: the variance of the members' predictions (dropout off),
-    averaged over output dimensions; one value per (observation, action)."""
+    averaged over output dimensions; one value per (observation, action), each distinct
+    one computed once (a random policy's 2,048 steps on ColorDoorKey-8x8: ~1,150 distinct pairs,
+    ~370 distinct observations for the key-distance model, whose input is the observation)."""
     model.eval()
-    mean, _ = model(obs, actions)
-    return (mean - mean.mean(0)).pow_(2).mean((0, 2))  # torch's var(0) is ~8x slower on the CPU
+    rows, inverse = distinct_rows(model.inputs(obs, actions))
+    mean, _ = model(obs[rows], actions[rows])
+    return (mean - mean.mean(0)).pow_(2).mean((0, 2))[inverse]  # torch's var(0) is ~8x slower on the CPU
 
 
 def compute_gae(rewards, values, next_values, terminations, dones, gamma, gae_lambda):

@@ -69,6 +69,21 @@ def test_mc_dropout_poi_equals_a_loop_over_passes_and_observations(target, hidde
     assert disagreement.mc_dropout_poi(model, obs, actions, same).abs().max().item() < 1e-6
 
 
+def test_mc_dropout_poi_values_computes_each_distinct_input_once():
+    torch.manual_seed(0)
+    model = disagreement.ExternalModel(32, 3, "forward", hidden_sizes=(12, 8), dropout=0.3)
+    obs, actions, _ = region_data(6, 0, 32, seed=0)
+    obs, actions = obs[[0, 1, 2, 0, 0, 1, 3, 4, 5]], actions[[0, 1, 2, 0, 0, 1, 3, 4, 5]]
+    actions[4] = (actions[0] + 1) % 3  # the same observation with another action: another input
+    rows, inverse = disagreement.distinct_rows(model.inputs(obs, actions))
+    assert len(rows) == 7 and torch.equal(model.inputs(obs, actions)[rows][inverse], model.inputs(obs, actions))
+    torch.manual_seed(1)
+    values = disagreement.poi_values(model, obs, actions, num_samples=30)
+    torch.manual_seed(1)  # the same masks, every row computed
+    torch.testing.assert_close(values, disagreement.mc_dropout_poi(model, obs, actions, disagreement.dropout_masks(model, 30)))
+    assert values[0] == values[3] and values[1] == values[5] and values[0] != values[4]
+
+
 def test_mc_dropout_poi_converges_to_the_exact_dropout_variance():
     """A network small enough to enumerate all 2^5 dropout masks: the POI of many passes
     approaches the exact variance of the prediction under dropout."""
@@ -156,7 +171,8 @@ def test_ensemble_batched_equals_loop_over_members():
             h = torch.relu(h) if i < len(linears) - 1 else h
         torch.testing.assert_close(batched[k], h)
     expected_poi = torch.stack([batched[k] for k in range(4)]).var(0, unbiased=False).mean(-1)
-    torch.testing.assert_close(ensemble.poi_values(model, obs, actions), expected_poi)
+    repeated = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 3, 3, 0])  # repeated inputs are computed once
+    torch.testing.assert_close(ensemble.poi_values(model, obs[repeated], actions[repeated]), expected_poi[repeated])
     torch.testing.assert_close(model.predict(obs, actions), obs + batched.mean(0))
 
 
