@@ -3,6 +3,7 @@
     python -m common.benchmark --algos ppo --env ColorDoorKey-8x8 --rounds 3 --vector-envs minigrid batched
     python -m common.benchmark --algos --num-envs 64 --vector-envs minigrid batched    # raw env only
     python -m common.benchmark --profile --vector-envs minigrid                          # where the time goes
+    python -m common.benchmark --poi --algos ppo_poi_disagreement ppo_poi_ensemble ppo_poi_grad  # the POI alone
 
 Rounds interleave the measurements so that load from elsewhere on the machine hits them
 alike; the table gives medians and the ratio of medians.
@@ -11,6 +12,7 @@ alike; the table gives medians and the ratio of medians.
 from __future__ import annotations
 
 import argparse
+import importlib
 import statistics
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
+from common.heldout import random_policy_transitions
 from common.tb import read_scalars
 from envs import BatchedColorDoorKey, OneHotFlatObs, is_color_door_key, resolve_env_id
 
@@ -93,6 +96,48 @@ def profile(algo: str, env: str, total_timesteps: int, extra: list[str]) -> None
             print(f"| {label} | {seconds:.2f} | {seconds / script:.0%} |")
 
 
+POI_FIELDS = {  # file: (its ExternalModel's extra arguments, its poi_values' extra arguments), the files' defaults
+    "ppo_poi_disagreement": ({}, {"num_samples": 30}),
+    "ppo_poi_ensemble": ({"num_members": 5}, {}),
+    "ppo_poi_grad": ({}, {}),
+}
+
+
+def poi_seconds(algo: str, env_id: str, model_target: str, num_steps: int, rounds: int) -> tuple[list[float], int]:
+    """Seconds (per round) of one file's `poi_values` on `num_steps` random-policy transitions
+    of `env_id`, under a freshly built external model of the files' default sizes, one torch
+    thread; and how many of the transitions are distinct model inputs."""
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    module = importlib.import_module(f"algos.{algo}")
+    env = OneHotFlatObs(gym.make(env_id))
+    data = random_policy_transitions(env, num_steps, seed=0)
+    obs, actions = torch.tensor(data["obs"]), torch.tensor(data["actions"])
+    model_kwargs, poi_kwargs = POI_FIELDS[algo]
+    hidden_sizes = (300, 100, 300) if model_target == "forward" else (100, 10)
+    model = module.ExternalModel(obs.shape[1], int(env.action_space.n), model_target, hidden_sizes, 0.5, **model_kwargs)
+    distinct = len(torch.unique(model.inputs(obs, actions), dim=0))
+    module.poi_values(model, obs, actions, **poi_kwargs)  # warm-up
+    seconds = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        module.poi_values(model, obs, actions, **poi_kwargs)
+        seconds.append(time.perf_counter() - start)
+    return seconds, distinct
+
+
+def poi_table(algos: list[str], env_id: str, num_steps: int, rounds: int) -> None:
+    print(f"\npoi_values on {num_steps:,} random-policy transitions of {env_id}, one thread, {rounds} rounds\n")
+    print("| file | model | distinct inputs | ms (median) | rounds |\n|-|-|-|-|-|")
+    for algo in algos:
+        for model_target in ("forward", "key_distance"):
+            seconds, distinct = poi_seconds(algo, env_id, model_target, num_steps, rounds)
+            rounds_ms = ", ".join(f"{1000 * s:.0f}" for s in seconds)
+            print(f"| {algo} | {model_target} | {distinct} | {1000 * statistics.median(seconds):.0f} | {rounds_ms} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algos", nargs="*", default=["ppo"], help="algorithm files (names under algos/); none: raw env only")
@@ -105,6 +150,8 @@ def main() -> None:
     parser.add_argument("--vector-envs", nargs="+", default=["minigrid"], choices=["minigrid", "batched"],
                         help="vector env implementations to measure, raw and in training")
     parser.add_argument("--profile", action="store_true", help="instead: profile each algorithm once (cProfile)")
+    parser.add_argument("--poi", action="store_true", help=f"instead: time the POI computation of {', '.join(POI_FIELDS)}")
+    parser.add_argument("--poi-steps", type=int, default=2048, help="transitions the POI is computed on (--poi)")
     args = parser.parse_args()
     try:
         env_id = resolve_env_id(args.env)
@@ -113,9 +160,16 @@ def main() -> None:
             raise ValueError(f"no algorithm file for {missing} under {ROOT / 'algos'}")
         if "batched" in args.vector_envs and not is_color_door_key(env_id):
             raise ValueError(f"the batched env is ColorDoorKey only, got {args.env}")
+        if args.poi and not is_color_door_key(env_id):
+            raise ValueError(f"--poi times the key-distance model too, which needs ColorDoorKey, got {args.env}")
+        if args.poi and set(args.algos) - set(POI_FIELDS):
+            raise ValueError(f"--poi knows {', '.join(POI_FIELDS)}, got {sorted(set(args.algos) - set(POI_FIELDS))}")
     except ValueError as error:
         sys.exit(f"error: {error}")
 
+    if args.poi:
+        poi_table(args.algos, env_id, args.poi_steps, args.rounds)
+        return
     extra = ["--num-envs", str(args.num_envs), *args.extra.split()]
     if args.profile:
         for algo in args.algos:

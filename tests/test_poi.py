@@ -80,7 +80,8 @@ def test_mc_dropout_poi_values_computes_each_distinct_input_once():
     torch.manual_seed(1)
     values = disagreement.poi_values(model, obs, actions, num_samples=30)
     torch.manual_seed(1)  # the same masks, every row computed
-    torch.testing.assert_close(values, disagreement.mc_dropout_poi(model, obs, actions, disagreement.dropout_masks(model, 30)))
+    masks = disagreement.dropout_masks(model, num_samples=30)
+    torch.testing.assert_close(values, disagreement.mc_dropout_poi(model, obs, actions, masks))
     assert values[0] == values[3] and values[1] == values[5] and values[0] != values[4]
 
 

@@ -1,9 +1,17 @@
-"""The tools around runs: learning summaries, running statistics, run helpers."""
+"""The tools around runs: learning summaries, running statistics, run helpers, the POI benchmark."""
 
 import math
+import subprocess
+import sys
 
+import gymnasium as gym
+import numpy as np
+
+from common.benchmark import poi_seconds
+from common.heldout import random_policy_transitions
 from common.learning_summary import phase_starts, recovery_steps, steps_below, steps_to_return
 from common.runs import progress_line
+from envs import OneHotFlatObs, resolve_env_id
 
 
 def test_phase_starts_from_the_phase_scalar():
@@ -41,3 +49,17 @@ def test_steps_below_uses_the_moving_mean_inside_the_phase():
     assert steps_below(evals, start=0, end=100, threshold=2.0, tail=2) == 30
     assert steps_below(evals, start=0, end=100, threshold=1.0, tail=2) == 50
     assert math.isnan(steps_below(evals, start=0, end=45, threshold=1.0, tail=2))
+
+
+def test_benchmark_times_each_poi_field_on_distinct_inputs_and_rejects_bad_flags():
+    env_id = resolve_env_id("ColorDoorKey-6x6")
+    data = random_policy_transitions(OneHotFlatObs(gym.make(env_id)), 200, seed=0)
+    inputs = np.concatenate([data["obs"], np.eye(7)[data["actions"]]], axis=1)
+    for algo in ("ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad"):
+        seconds, distinct = poi_seconds(algo, env_id, "forward", num_steps=200, rounds=2)
+        assert len(seconds) == 2 and min(seconds) > 0 and distinct == len(np.unique(inputs, axis=0))
+    _, distinct = poi_seconds("ppo_poi_ensemble", env_id, "key_distance", num_steps=200, rounds=1)
+    assert distinct == len(np.unique(data["obs"], axis=0))
+    for flags, message in ((["--algos", "ppo"], "--poi knows"), (["--env", "MiniGrid-Empty-5x5-v0"], "needs ColorDoorKey")):
+        proc = subprocess.run([sys.executable, "-m", "common.benchmark", "--poi", *flags], capture_output=True, text=True)
+        assert proc.returncode == 1 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
