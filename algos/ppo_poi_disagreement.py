@@ -396,9 +396,10 @@ def mc_dropout_poi(model, obs, actions, masks):
 
 def poi_values(model, obs, actions, num_samples):
     """MC-dropout disagreement of `num_samples` passes, masks drawn afresh. With masks shared
-    by the batch, equal inputs get equal values: each distinct (observation, action) is
-    computed once (a random policy's 2,048 steps on ColorDoorKey-8x8: ~1,150 distinct pairs,
-    ~370 distinct observations for the key-distance model, whose input is the observation)."""
+    by the batch, equal inputs get equal values: each distinct model input is computed once
+    (a random policy's 2,048 steps on ColorDoorKey-8x8 hold about 1,100 distinct
+    (observation, action) pairs, and 300-400 distinct observations, the key-distance
+    model's inputs)."""
     rows, inverse = distinct_rows(model.inputs(obs, actions))
     return mc_dropout_poi(model, obs[rows], actions[rows], dropout_masks(model, num_samples))[inverse]
 
