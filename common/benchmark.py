@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import statistics
 import subprocess
 import sys
@@ -103,39 +104,53 @@ POI_FIELDS = {  # file: (its ExternalModel's extra arguments, its poi_values' ex
 }
 
 
-def poi_seconds(algo: str, env_id: str, model_target: str, num_steps: int, rounds: int) -> tuple[list[float], int]:
-    """Seconds (per round) of one file's `poi_values` on `num_steps` random-policy transitions
-    of `env_id`, under a freshly built external model of the files' default sizes, one torch
-    thread; and how many of the transitions are distinct model inputs."""
+def poi_measurements(algo: str, env_id: str, model_target: str, num_steps: int, rounds: int) -> dict:
+    """One file's `poi_values`, `rounds` times on the same `num_steps` random-policy
+    transitions of `env_id`, under an external model of the files' default sizes trained for
+    10 passes on them (one torch thread). Returns the seconds of each round, how many
+    transitions are distinct model inputs, and how the values vary between rounds: the
+    coefficient of variation of the batch's mean POI, that of each input's POI (averaged),
+    and the correlation over inputs of one round's values with the next round's (averaged)."""
     import torch
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     module = importlib.import_module(f"algos.{algo}")
     env = OneHotFlatObs(gym.make(env_id))
-    data = random_policy_transitions(env, num_steps, seed=0)
+    data = random_policy_transitions(env, num_steps, seed=0, info_keys=("key_distance",))
     obs, actions = torch.tensor(data["obs"]), torch.tensor(data["actions"])
+    targets = module.model_targets(model_target, obs, torch.tensor(data["next_obs"]), torch.tensor(data["key_distance"]))
     model_kwargs, poi_kwargs = POI_FIELDS[algo]
     hidden_sizes = (300, 100, 300) if model_target == "forward" else (100, 10)
     model = module.ExternalModel(obs.shape[1], int(env.action_space.n), model_target, hidden_sizes, 0.5, **model_kwargs)
+    module.train_external_model(model, torch.optim.Adam(model.parameters()), obs, actions, targets, 10, 256)
     distinct = len(torch.unique(model.inputs(obs, actions), dim=0))
     module.poi_values(model, obs, actions, **poi_kwargs)  # warm-up
-    seconds = []
+    seconds, values = [], []
     for _ in range(rounds):
         start = time.perf_counter()
-        module.poi_values(model, obs, actions, **poi_kwargs)
+        values.append(module.poi_values(model, obs, actions, **poi_kwargs))
         seconds.append(time.perf_counter() - start)
-    return seconds, distinct
+    if rounds < 2:
+        return dict(seconds=seconds, distinct=distinct, mean_cv=math.nan, input_cv=math.nan, correlation=math.nan)
+    values = torch.stack(values).double()  # (rounds, transitions)
+    means, input_means = values.mean(1), values.mean(0)
+    input_cv = (values.std(0) / input_means)[input_means > 0].mean().item()
+    correlation = statistics.mean(torch.corrcoef(values[i : i + 2])[0, 1].item() for i in range(rounds - 1))
+    return dict(seconds=seconds, distinct=distinct, mean_cv=(means.std() / means.mean()).item(), input_cv=input_cv,
+                correlation=correlation)  # fmt: skip
 
 
 def poi_table(algos: list[str], env_id: str, num_steps: int, rounds: int) -> None:
     print(f"\npoi_values on {num_steps:,} random-policy transitions of {env_id}, one thread, {rounds} rounds\n")
-    print("| file | model | distinct inputs | ms (median) | rounds |\n|-|-|-|-|-|")
+    print("| file | model | distinct inputs | ms (median) | rounds (ms) | CV of the mean POI | CV of an input's POI "
+          "| correlation between rounds |\n|-|-|-|-|-|-|-|-|")  # fmt: skip
     for algo in algos:
         for model_target in ("forward", "key_distance"):
-            seconds, distinct = poi_seconds(algo, env_id, model_target, num_steps, rounds)
-            rounds_ms = ", ".join(f"{1000 * s:.0f}" for s in seconds)
-            print(f"| {algo} | {model_target} | {distinct} | {1000 * statistics.median(seconds):.0f} | {rounds_ms} |")
+            m = poi_measurements(algo, env_id, model_target, num_steps, rounds)
+            rounds_ms = ", ".join(f"{1000 * s:.0f}" for s in m["seconds"])
+            print(f"| {algo} | {model_target} | {m['distinct']} | {1000 * statistics.median(m['seconds']):.0f} | "
+                  f"{rounds_ms} | {m['mean_cv']:.3f} | {m['input_cv']:.3f} | {m['correlation']:.3f} |")  # fmt: skip
 
 
 def main() -> None:

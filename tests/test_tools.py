@@ -7,7 +7,7 @@ import sys
 import gymnasium as gym
 import numpy as np
 
-from common.benchmark import poi_seconds
+from common.benchmark import poi_measurements
 from common.heldout import random_policy_transitions
 from common.learning_summary import phase_starts, recovery_steps, steps_below, steps_to_return
 from common.runs import progress_line
@@ -56,10 +56,14 @@ def test_benchmark_times_each_poi_field_on_distinct_inputs_and_rejects_bad_flags
     data = random_policy_transitions(OneHotFlatObs(gym.make(env_id)), 200, seed=0)
     inputs = np.concatenate([data["obs"], np.eye(7)[data["actions"]]], axis=1)
     for algo in ("ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad"):
-        seconds, distinct = poi_seconds(algo, env_id, "forward", num_steps=200, rounds=2)
-        assert len(seconds) == 2 and min(seconds) > 0 and distinct == len(np.unique(inputs, axis=0))
-    _, distinct = poi_seconds("ppo_poi_ensemble", env_id, "key_distance", num_steps=200, rounds=1)
-    assert distinct == len(np.unique(data["obs"], axis=0))
+        m = poi_measurements(algo, env_id, "forward", num_steps=200, rounds=3)
+        assert len(m["seconds"]) == 3 and min(m["seconds"]) > 0 and m["distinct"] == len(np.unique(inputs, axis=0))
+        if algo == "ppo_poi_ensemble":  # deterministic: the same values every round
+            assert m["mean_cv"] < 1e-6 and m["input_cv"] < 1e-6 and m["correlation"] > 1 - 1e-6
+        else:  # MC dropout passes and random signs are drawn afresh
+            assert m["mean_cv"] > 0 and m["input_cv"] > 0.01 and m["correlation"] < 1
+    m = poi_measurements("ppo_poi_ensemble", env_id, "key_distance", num_steps=200, rounds=1)
+    assert m["distinct"] == len(np.unique(data["obs"], axis=0))
     for flags, message in ((["--algos", "ppo"], "--poi knows"), (["--env", "MiniGrid-Empty-5x5-v0"], "needs ColorDoorKey")):
         proc = subprocess.run([sys.executable, "-m", "common.benchmark", "--poi", *flags], capture_output=True, text=True)
         assert proc.returncode == 1 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
