@@ -15,10 +15,11 @@ average of span `--span` restarted at each phase start:
   with the phase's length (a lower bound; the table says how many reached it);
 - asymptotic loss: the lowest smoothed loss in the phase;
 - success: whether the smoothed episodic return exceeded `--success-threshold` in the phase.
-`--drop-unsuccessful` keeps only the runs that succeeded in every phase, and says how many went.
+`--drop-unsuccessful` keeps only the runs that succeeded in every phase, and says how many went;
+`--methods` keeps only the methods named.
 
 Aggregates per (env, phase, method): IQM and 95% CI by stratified bootstrap over runs
-(`--reps` resamples); with `--baseline`, each run's adaptation efficiency divided by the
+(`--reps` resamples, seeded afresh for each method); with `--baseline`, each run's adaptation efficiency divided by the
 baseline's IQM as well (below 1 = adapts faster than the baseline). Writes `results.json`,
 `results.md` and PNG plots (curves with CI bands; normalised adaptation efficiency) to `--out`.
 Of several attempts of one run (a sweep started again), the finished one counts, else the latest.
@@ -110,7 +111,8 @@ def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], succes
 
 
 def find_runs(folders: list[Path]) -> tuple[list[RunInfo], list[str]]:
-    """Run folders under `folders`, one per (env, method, seed); notes on what was passed over."""
+    """Run folders under `folders`, one per (env, method, seed) (of several attempts the
+    finished one, else the latest); notes on what was passed over."""
     notes, attempts = [], defaultdict(list)
     for folder in folders:
         if not folder.is_dir():
@@ -129,8 +131,6 @@ def find_runs(folders: list[Path]) -> tuple[list[RunInfo], list[str]]:
     for (env, method, seed), options in sorted(attempts.items()):
         finished, _, run_dir = max(options)  # finished first, then the latest
         runs.append(RunInfo(run_dir, env, method, seed, finished))
-        if not finished:
-            notes.append(f"{run_dir.name} did not finish (no {COMPLETION_MARKER}): analysed as far as it got")
     return runs, notes
 
 
@@ -151,13 +151,18 @@ def bootstrap(scores: dict[str, np.ndarray], statistic, reps: int, seed: int) ->
     from rliable import library as rly
 
     # rliable's stratified resampling draws from numpy's global generator (its random_state
-    # argument reaches arch, which rliable's own index sampling bypasses): seed it, then restore it
+    # argument reaches arch, which rliable's own index sampling bypasses): seed it, then restore
+    # it. Seeded afresh for each key, so that a key's interval does not depend on the other keys.
     state = np.random.get_state()
-    np.random.seed(seed)
+    point, interval = {}, {}
     try:
-        return rly.get_interval_estimates(scores, statistic, reps=reps)
+        for key, key_scores in scores.items():
+            np.random.seed(seed)
+            estimates = rly.get_interval_estimates({key: key_scores}, statistic, reps=reps)
+            point[key], interval[key] = estimates[0][key], estimates[1][key]
     finally:
         np.random.set_state(state)
+    return point, interval
 
 
 def interval_estimates(scores: dict[str, np.ndarray], reps: int, seed: int) -> dict[str, tuple[float, float, float]]:
@@ -331,6 +336,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--success-threshold", type=float, default=0.8, help="smoothed return that counts as solved")
     parser.add_argument("--drop-unsuccessful", action="store_true", help="keep only runs that solved every phase")
     parser.add_argument("--baseline", default=None, help="method to normalise adaptation efficiency by")
+    parser.add_argument("--methods", nargs="+", default=None, help="analyse only these methods (default: all)")
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     return parser.parse_args(argv)
@@ -343,6 +349,16 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--span and --reps must be at least 1")
         runs, notes = find_runs(args.folders)
         missing = planned_but_missing(args.folders, runs)
+        if args.methods is not None:
+            unknown = sorted(set(args.methods) - {run.method for run in runs})
+            if unknown:
+                found = " ".join(sorted({run.method for run in runs}))
+                raise ValueError(f"--methods: no runs of {' '.join(unknown)}; methods found: {found}")
+            runs = [run for run in runs if run.method in args.methods]
+            missing = [key for key in missing if key.split("__")[1] in args.methods]
+        for run in runs:
+            if not run.finished:
+                notes.append(f"{run.path.name} did not finish (no {COMPLETION_MARKER}): analysed as far as it got")
         if missing:
             notes.append(f"{len(missing)} planned run(s) have no run folder yet: {' '.join(missing)}")
         usable = []

@@ -157,6 +157,10 @@ def test_bootstrap_is_reproducible_with_its_seed_and_leaves_numpy_alone():
     assert np.random.random() == expected_next  # the global generator is as it was
     assert analyze.interval_estimates(scores, reps=300, seed=0) == first
     assert analyze.interval_estimates(scores, reps=300, seed=1) != first
+    # a method's interval does not depend on which other methods are analysed with it
+    more = {"c": np.random.default_rng(2).random((6, 1))} | scores
+    assert analyze.interval_estimates(more, reps=300, seed=0)["a"] == first["a"]
+    assert analyze.interval_estimates({"b": scores["b"]}, reps=300, seed=0)["b"] == first["b"]
 
 
 def analyse(*args: str) -> subprocess.CompletedProcess:
@@ -197,6 +201,13 @@ def test_analysis_aggregates_with_iqm_normalises_and_reports_what_is_missing(tmp
     dropped = analyse(str(tmp_path), "--drop-unsuccessful", "--out", str(tmp_path / "out2"))
     assert dropped.returncode == 1 and "dropped every run" in dropped.stderr  # nobody solves phase 1
 
+    only = analyse(str(tmp_path), "--methods", "base", "--eval-threshold", "2", "--out", str(tmp_path / "out3"))
+    assert only.returncode == 0, only.stderr
+    subset = json.loads((tmp_path / "out3/results.json").read_text())
+    assert {r["method"] for r in subset["aggregates"]} == {"base"} and not any("slow" in n for n in subset["notes"])
+    subset_rows = {(r["method"], r["phase"]): r for r in subset["aggregates"]}
+    assert subset_rows[("base", 0)]["eval_adaptation"] == rows[("base", 0)]["eval_adaptation"]  # the same CI
+
 
 def test_analysis_rejects_bad_input_with_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
@@ -208,6 +219,7 @@ def test_analysis_rejects_bad_input_with_one_line(tmp_path):
         ([str(tmp_path / "bare")], "error: no run has the scalars the analysis needs: passed over "
                                    "ColorDoorKey-6x6__m__1__1001: no external_model/train_loss, external_model/eval_loss"),
         ([str(tmp_path / "ok"), "--baseline", "ppo"], "error: baseline 'ppo' is not in the sweep; methods: m"),
+        ([str(tmp_path / "ok"), "--methods", "m", "ppo"], "error: --methods: no runs of ppo; methods found: m"),
     ]
     for args, message in cases:
         result = analyse(*args)
