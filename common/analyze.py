@@ -19,9 +19,10 @@ average of span `--span` restarted at each phase start:
 `--methods` keeps only the methods named.
 
 Aggregates per (env, phase, method): IQM and 95% CI by stratified bootstrap over runs
-(`--reps` resamples, seeded afresh for each method); with `--baseline`, each run's adaptation efficiency divided by the
-baseline's IQM as well (below 1 = adapts faster than the baseline). Writes `results.json`,
-`results.md` and PNG plots (curves with CI bands; normalised adaptation efficiency) to `--out`.
+(`--reps` resamples, seeded afresh for each method); with `--baseline`, each run's
+adaptation efficiency divided by the baseline's IQM as well (below 1 = adapts faster than
+the baseline). Writes `results.json`, `results.md` and PNG plots (curves with CI bands;
+normalised adaptation efficiency) to `--out`.
 Of several attempts of one run (a sweep started again), the finished one counts, else the latest.
 """
 

@@ -175,6 +175,8 @@ def main() -> None:
             raise ValueError(f"no algorithm file for {missing} under {ROOT / 'algos'}")
         if "batched" in args.vector_envs and not is_color_door_key(env_id):
             raise ValueError(f"the batched env is ColorDoorKey only, got {args.env}")
+        if args.rounds < 1 or args.poi_steps < 1:
+            raise ValueError(f"--rounds and --poi-steps must be positive, got {args.rounds} and {args.poi_steps}")
         if args.poi and not is_color_door_key(env_id):
             raise ValueError(f"--poi times the key-distance model too, which needs ColorDoorKey, got {args.env}")
         if args.poi and set(args.algos) - set(POI_FIELDS):

@@ -64,6 +64,8 @@ def test_benchmark_times_each_poi_field_on_distinct_inputs_and_rejects_bad_flags
             assert m["mean_cv"] > 0 and m["input_cv"] > 0.01 and m["correlation"] < 1
     m = poi_measurements("ppo_poi_ensemble", env_id, "key_distance", num_steps=200, rounds=1)
     assert m["distinct"] == len(np.unique(data["obs"], axis=0))
-    for flags, message in ((["--algos", "ppo"], "--poi knows"), (["--env", "MiniGrid-Empty-5x5-v0"], "needs ColorDoorKey")):
+    bad = ((["--algos", "ppo"], "--poi knows"), (["--env", "MiniGrid-Empty-5x5-v0"], "needs ColorDoorKey"),
+           (["--poi-steps", "0"], "must be positive"))  # fmt: skip
+    for flags, message in bad:
         proc = subprocess.run([sys.executable, "-m", "common.benchmark", "--poi", *flags], capture_output=True, text=True)
         assert proc.returncode == 1 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
