@@ -135,14 +135,16 @@ def find_runs(folders: list[Path]) -> tuple[list[RunInfo], list[str]]:
     return runs, notes
 
 
-def planned_but_missing(folders: list[Path], runs: list[RunInfo]) -> list[str]:
-    """Runs listed in a folder's sweep.json that have no run folder yet."""
+def planned_but_missing(folders: list[Path], runs: list[RunInfo], methods: list[str] | None = None) -> list[str]:
+    """Runs listed in a folder's sweep.json (only those of `methods`, if given) that have no run folder yet."""
     present = {f"{run.env}__{run.method}__{run.seed}" for run in runs}
     missing = []
     for folder in folders:
         manifest = folder / "sweep.json"
         if manifest.is_file():
-            missing += [r["key"] for r in json.loads(manifest.read_text())["runs"] if r["key"] not in present]
+            planned = json.loads(manifest.read_text())["runs"]
+            missing += [r["key"] for r in planned
+                        if r["key"] not in present and (methods is None or r["label"] in methods)]  # fmt: skip
     return missing
 
 
@@ -349,14 +351,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.span < 1 or args.reps < 1:
             raise ValueError("--span and --reps must be at least 1")
         runs, notes = find_runs(args.folders)
-        missing = planned_but_missing(args.folders, runs)
         if args.methods is not None:
             unknown = sorted(set(args.methods) - {run.method for run in runs})
             if unknown:
                 found = " ".join(sorted({run.method for run in runs}))
                 raise ValueError(f"--methods: no runs of {' '.join(unknown)}; methods found: {found}")
             runs = [run for run in runs if run.method in args.methods]
-            missing = [key for key in missing if key.split("__")[1] in args.methods]
+        missing = planned_but_missing(args.folders, runs, args.methods)
         for run in runs:
             if not run.finished:
                 notes.append(f"{run.path.name} did not finish (no {COMPLETION_MARKER}): analysed as far as it got")

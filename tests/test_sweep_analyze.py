@@ -173,7 +173,7 @@ def test_analysis_aggregates_with_iqm_normalises_and_reports_what_is_missing(tmp
     for seed, high in enumerate([2.5, 3.0, 4.0, 5.0], start=1):
         write_run(tmp_path / "runs", "base", seed, high)
         write_run(tmp_path / "runs", "slow", seed, 8.0, finished=seed != 4)
-    (tmp_path / "sweep.json").write_text(json.dumps({"runs": [{"key": "ColorDoorKey-6x6__slow__5"}]}))
+    (tmp_path / "sweep.json").write_text(json.dumps({"runs": [{"key": "ColorDoorKey-6x6__slow__5", "label": "slow"}]}))
     result = analyse(str(tmp_path), "--baseline", "base", "--eval-threshold", "2", "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     data = json.loads((tmp_path / "out/results.json").read_text())
