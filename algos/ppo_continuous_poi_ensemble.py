@@ -17,7 +17,6 @@ import tyro
 from torch.distributions.normal import Normal
 from torch.utils.tensorboard import SummaryWriter
 
-from common.running_stats import DiscountedReturnStd
 from common.runs import hparams_markdown, mark_finished, progress_line, run_name, save_args
 from envs.continuous import check_continuous_env, make_continuous_env
 
@@ -104,6 +103,8 @@ class Args:
     """coefficient of the extrinsic advantages"""
     int_gamma: float = 0.99
     """discount of the non-episodic intrinsic return"""
+    int_scale_decay: float = 0.95
+    """per rollout, the weight of the past in the intrinsic reward's scale (it forgets in about 1 / (1 - decay) rollouts)"""
     reward_warmstart: int = 0
     """no extrinsic reward reaches the agent before this global step"""
     no_task_reward: bool = False
@@ -126,6 +127,8 @@ def check_args(args: Args) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     if args.ensemble_size < 2:
         raise ValueError(f"--ensemble-size must be at least 2, got {args.ensemble_size}")
+    if not 0.0 <= args.int_scale_decay < 1.0:
+        raise ValueError(f"--int-scale-decay must be in [0, 1), got {args.int_scale_decay}")
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
         raise ValueError(
@@ -307,6 +310,31 @@ def intrinsic_advantages(int_rewards, int_values, next_int_value, int_gamma, gae
     return compute_gae(int_rewards, int_values, next_int_values, no_ends, no_ends, int_gamma, gae_lambda)
 
 
+class IntrinsicRewardScale:
+    """Std of the discounted intrinsic return (one per env, flowing on across episode ends),
+    its moments an exponential moving average over rollouts: it forgets, so a rise of
+    interest after the world changes shows as a larger reward for about 1 / (1 - decay)
+    rollouts instead of being divided away by the whole history."""
+
+    def __init__(self, num_envs, gamma, decay, device):
+        self.gamma, self.decay = gamma, decay
+        self.returns = torch.zeros(num_envs, device=device)
+        self.moments = torch.zeros(2, dtype=torch.float64)  # of the return and its square
+        self.weight = 0.0  # of the moments so far (bias correction, as Adam's)
+
+    def update(self, rewards):
+        """Feed a (num_steps, num_envs) block of rewards; returns the std after it."""
+        seen = torch.empty_like(rewards)
+        for t, reward in enumerate(rewards):
+            self.returns = self.returns * self.gamma + reward
+            seen[t] = self.returns
+        batch = torch.stack([seen.mean(), seen.pow(2).mean()]).double().cpu()
+        self.moments = self.decay * self.moments + (1.0 - self.decay) * batch
+        self.weight = self.decay * self.weight + (1.0 - self.decay)
+        mean, second = (self.moments / self.weight).tolist()
+        return max(second - mean**2, 0.0) ** 0.5
+
+
 if __name__ == "__main__":
     args = tyro.cli(Args)
     try:
@@ -372,7 +400,7 @@ if __name__ == "__main__":
         start_time = time.time()
         next_obs, _ = envs.reset(seed=args.seed)
         next_obs = torch.tensor(next_obs, dtype=torch.float32, device=device)
-        int_reward_std = DiscountedReturnStd(args.num_envs, args.int_gamma)
+        int_reward_scale = IntrinsicRewardScale(args.num_envs, args.int_gamma, args.int_scale_decay, device)
 
         for iteration in range(1, args.num_iterations + 1):
             # Annealing the rate if instructed to do so.
@@ -422,7 +450,7 @@ if __name__ == "__main__":
 
             # POI LOGIC: interest of every stored transition under the updated model, as a normalised reward
             poi = poi_values(model, *flat[:2]).reshape(args.num_steps, args.num_envs)
-            int_rewards = poi / (int_reward_std.update(poi.cpu().numpy()) + 1e-8)
+            int_rewards = poi / (int_reward_scale.update(poi) + 1e-8)
 
             # bootstrap value if not done
             with torch.no_grad():

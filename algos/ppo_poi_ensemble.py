@@ -18,8 +18,7 @@ import tyro
 from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
-from common.heldout import random_policy_transitions
-from common.running_stats import DiscountedReturnStd
+from common.heldout import heldout_set
 from common.runs import hparams_markdown, mark_finished, progress_line, run_name, save_args
 from envs import BatchedColorDoorKey, OneHotFlatObs, check_phase_schedule, is_color_door_key, resolve_env_id
 
@@ -100,20 +99,24 @@ class Args:
     """if toggled, the model predicts a mean and a log-std and is trained by Gaussian NLL (else MSE)"""
     model_nll_beta: float = 0.5
     """beta-NLL (Seitzer et al. 2022): each dimension's NLL weighted by a detached std^(2*beta); 0 = plain NLL"""
-    model_hidden_sizes: tuple[int, ...] | None = None
-    """hidden layer sizes (default: 300 100 300 for `forward`, 100 10 for info targets)"""
-    model_dropout: float = 0.5
-    """dropout probability after each hidden layer of the external model"""
+    model_hidden_sizes: tuple[int, ...] = (256, 256)
+    """hidden layer sizes of the external model (EMMA's: 300 100 300 for `forward`, 100 10 for info targets)"""
+    model_dropout: float = 0.1
+    """dropout probability after each hidden layer of the external model (EMMA's: 0.5)"""
     model_learning_rate: float = 1e-3
     """the learning rate of the external model's Adam optimizer"""
     model_epochs: int = 1
     """passes over each rollout's transitions to train the external model"""
     model_batch_size: int = 256
     """the mini-batch size of the external model's training"""
-    eval_every: int = 2
-    """evaluate the external model on the held-out set every this many iterations"""
-    eval_steps: int = 1280
-    """random-policy steps in the held-out set of each phase"""
+    eval_every: int = 4
+    """evaluate the external model on the held-out sets every this many iterations"""
+    eval_steps: int = 10240
+    """random-policy steps in the held-out set of each phase (the same for every seed)"""
+    eval_episode_steps: int = 80
+    """steps of each held-out layout's random episode: eval-steps / eval-episode-steps layouts"""
+    eval_changed_min: int = 256
+    """at least this many transitions whose target a colour change alters, in each phase's changed set"""
 
     # POI arguments
     ensemble_size: int = 5
@@ -124,6 +127,8 @@ class Args:
     """coefficient of the extrinsic advantages"""
     int_gamma: float = 0.99
     """discount of the non-episodic intrinsic return"""
+    int_scale_decay: float = 0.95
+    """per rollout, the weight of the past in the intrinsic reward's scale (it forgets in about 1 / (1 - decay) rollouts)"""
     reward_warmstart: int = 0
     """no extrinsic reward reaches the agent before this global step"""
     no_task_reward: bool = False
@@ -143,11 +148,17 @@ def check_args(args: Args) -> None:
     fills the schedule defaults and the runtime sizes."""
     env_id = resolve_env_id(args.env)
     for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-                 "model_epochs", "model_batch_size", "eval_every", "eval_steps"):
+                 "model_epochs", "model_batch_size", "eval_every", "eval_steps", "eval_episode_steps"):
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if args.eval_changed_min < 0:
+        raise ValueError(f"--eval-changed-min must be non-negative, got {args.eval_changed_min}")
+    if not args.model_hidden_sizes or min(args.model_hidden_sizes) <= 0:
+        raise ValueError(f"--model-hidden-sizes must be positive sizes, got {args.model_hidden_sizes}")
     if not 0.0 <= args.model_dropout < 1.0:
         raise ValueError(f"--model-dropout must be in [0, 1), got {args.model_dropout}")
+    if not 0.0 <= args.int_scale_decay < 1.0:
+        raise ValueError(f"--int-scale-decay must be in [0, 1), got {args.int_scale_decay}")
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
         raise ValueError(
@@ -259,7 +270,7 @@ class ExternalModel(nn.Module):
 
     LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
-    def __init__(self, obs_dim, num_actions, target="forward", hidden_sizes=(300, 100, 300), dropout=0.5,
+    def __init__(self, obs_dim, num_actions, target="forward", hidden_sizes=(256, 256), dropout=0.1,
                  gaussian=False, nll_beta=0.5, num_members=5):
         super().__init__()
         self.config = dict(obs_dim=obs_dim, num_actions=num_actions, target=target, hidden_sizes=tuple(hidden_sizes),
@@ -294,7 +305,10 @@ class ExternalModel(nn.Module):
     def per_sample_loss(self, obs, actions, targets):
         """MSE, or Gaussian beta-NLL without its constant, averaged over output dimensions;
         shaped (members, batch)."""
-        mean, log_std = self(obs, actions)
+        return self.loss(*self(obs, actions), targets)
+
+    def loss(self, mean, log_std, targets):
+        """`per_sample_loss` of given predictions."""
         if log_std is None:
             return ((mean - targets) ** 2).mean(-1)
         nll = 0.5 * ((targets - mean) / log_std.exp()) ** 2 + log_std
@@ -352,10 +366,26 @@ def train_external_model(model, optimizer, obs, actions, targets, epochs, batch_
     return float(np.mean(losses))
 
 
+def heldout_tensors(model, data, target, device):
+    """A held-out set (`common.heldout`) as the model's distinct inputs `obs`, `actions` (a random
+    policy's 10,240 steps on 6x6 hold about 1,000 distinct views and 4,000 distinct pairs),
+    each transition's place among them (`inverse`) and its target."""
+    obs = torch.tensor(data["obs"], device=device)
+    actions = torch.tensor(data["actions"], device=device)
+    if len(obs) == 0:
+        return None
+    info_values = torch.tensor(data[target], device=device) if target != "forward" else None
+    targets = model_targets(target, obs, torch.tensor(data["next_obs"], device=device), info_values)
+    rows, inverse = distinct_rows(model.inputs(obs, actions))
+    return dict(obs=obs[rows], actions=actions[rows], inverse=inverse, targets=targets)
+
+
 @torch.no_grad()
-def eval_external_model(model, obs, actions, targets):
+def eval_external_model(model, obs, actions, inverse, targets):
+    """Mean loss over a held-out set's transitions, dropout off, each distinct input computed once."""
     model.eval()
-    return model.per_sample_loss(obs, actions, targets).mean().item()
+    mean, log_std = model(obs, actions)
+    return model.loss(mean[..., inverse, :], None if log_std is None else log_std[..., inverse, :], targets).mean().item()
 
 
 def distinct_rows(x):
@@ -401,6 +431,31 @@ def intrinsic_advantages(int_rewards, int_values, next_int_value, int_gamma, gae
     next_int_values = torch.cat([int_values[1:], next_int_value])
     no_ends = torch.zeros_like(int_rewards)
     return compute_gae(int_rewards, int_values, next_int_values, no_ends, no_ends, int_gamma, gae_lambda)
+
+
+class IntrinsicRewardScale:
+    """Std of the discounted intrinsic return (one per env, flowing on across episode ends),
+    its moments an exponential moving average over rollouts: it forgets, so a rise of
+    interest after the world changes shows as a larger reward for about 1 / (1 - decay)
+    rollouts instead of being divided away by the whole history."""
+
+    def __init__(self, num_envs, gamma, decay, device):
+        self.gamma, self.decay = gamma, decay
+        self.returns = torch.zeros(num_envs, device=device)
+        self.moments = torch.zeros(2, dtype=torch.float64)  # of the return and its square
+        self.weight = 0.0  # of the moments so far (bias correction, as Adam's)
+
+    def update(self, rewards):
+        """Feed a (num_steps, num_envs) block of rewards; returns the std after it."""
+        seen = torch.empty_like(rewards)
+        for t, reward in enumerate(rewards):
+            self.returns = self.returns * self.gamma + reward
+            seen[t] = self.returns
+        batch = torch.stack([seen.mean(), seen.pow(2).mean()]).double().cpu()
+        self.moments = self.decay * self.moments + (1.0 - self.decay) * batch
+        self.weight = self.decay * self.weight + (1.0 - self.decay)
+        mean, second = (self.moments / self.weight).tolist()
+        return max(second - mean**2, 0.0) ** 0.5
 
 
 if __name__ == "__main__":
@@ -452,28 +507,23 @@ if __name__ == "__main__":
     phase_colors = list(args.correct_key_colors)
     if phase_colors:
         envs.call("set_correct_key_color", phase_colors[0])
-    eval_env = make_env(env_id, -1, False, run_dir)()
     info_keys = () if args.model_target == "forward" else (args.model_target,)
 
     agent = Agent(obs_dim, num_actions).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    hidden_sizes = args.model_hidden_sizes or ((300, 100, 300) if args.model_target == "forward" else (100, 10))
     model = ExternalModel(
-        obs_dim, num_actions, args.model_target, hidden_sizes, args.model_dropout, args.model_gaussian, args.model_nll_beta,
+        obs_dim, num_actions, args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian,
+        args.model_nll_beta,
         args.ensemble_size,
     )
     model = model.to(device)
     model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate)
 
-    def heldout_set(phase):
-        """Random-policy transitions of `phase`'s env, as the model's (obs, actions, targets)."""
-        if phase_colors:
-            eval_env.get_wrapper_attr("set_correct_key_color")(phase_colors[phase])
-        data = random_policy_transitions(eval_env, args.eval_steps, seed=args.seed + 10_000 + phase, info_keys=info_keys)
-        obs_ = torch.tensor(data["obs"], device=device)
-        info_values = torch.tensor(data[info_keys[0]], device=device) if info_keys else None
-        targets_ = model_targets(args.model_target, obs_, torch.tensor(data["next_obs"], device=device), info_values)
-        return obs_, torch.tensor(data["actions"], device=device), targets_
+    def heldout_sets(phase):
+        """`phase`'s held-out sets (all, and the transitions the colour change alters; the same for every seed)."""
+        sets = heldout_set(env_id, phase_colors, phase, args.model_target, args.eval_steps, args.eval_episode_steps,
+                           args.eval_changed_min)  # fmt: skip
+        return [heldout_tensors(model, data, args.model_target, device) for data in sets]
 
     # ALGO Logic: Storage setup
     obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
@@ -495,8 +545,8 @@ if __name__ == "__main__":
         next_obs, infos = envs.reset(seed=args.seed)
         next_obs = torch.tensor(next_obs, device=device)
         next_info = torch.tensor(infos[info_keys[0]], device=device) if info_keys else None
-        heldout = heldout_set(phase)
-        int_reward_std = DiscountedReturnStd(args.num_envs, args.int_gamma)
+        heldout, heldout_changed = heldout_sets(phase)
+        int_reward_scale = IntrinsicRewardScale(args.num_envs, args.int_gamma, args.int_scale_decay, device)
 
         for iteration in range(1, args.num_iterations + 1):
             # Annealing the rate if instructed to do so.
@@ -511,7 +561,7 @@ if __name__ == "__main__":
                 if phase < len(args.change_steps) and global_step > args.change_steps[phase]:
                     phase += 1  # applies at each env's next reset
                     envs.call("set_correct_key_color", phase_colors[phase])
-                    heldout = heldout_set(phase)
+                    heldout, heldout_changed = heldout_sets(phase)
                 obs[step] = next_obs
 
                 # ALGO LOGIC: action logic
@@ -557,15 +607,17 @@ if __name__ == "__main__":
             )
             writer.add_scalar("external_model/train_loss", model_train_loss, global_step)
             if iteration % args.eval_every == 0 or iteration == args.num_iterations:
-                model_eval_loss = eval_external_model(model, *heldout)
-                writer.add_scalar("external_model/eval_loss", model_eval_loss, global_step)
-                eval_poi = poi_values(model, *heldout[:2])
-                writer.add_scalar("poi/eval_mean", eval_poi.mean().item(), global_step)
+                writer.add_scalar("external_model/eval_loss", eval_external_model(model, **heldout), global_step)
+                if heldout_changed is not None:
+                    eval_loss_changed = eval_external_model(model, **heldout_changed)
+                    writer.add_scalar("external_model/eval_loss_changed", eval_loss_changed, global_step)
+                eval_poi = poi_values(model, heldout["obs"], heldout["actions"])
+                writer.add_scalar("poi/eval_mean", eval_poi[heldout["inverse"]].mean().item(), global_step)
 
             # POI LOGIC: interest of every stored transition under the updated model, as a normalised reward
             poi = poi_values(model, obs.reshape(-1, obs_dim), actions.reshape(-1))
             poi = poi.reshape(args.num_steps, args.num_envs)
-            int_rewards = poi / (int_reward_std.update(poi.cpu().numpy()) + 1e-8)
+            int_rewards = poi / (int_reward_scale.update(poi) + 1e-8)
 
             # bootstrap value if not done
             with torch.no_grad():
@@ -679,5 +731,4 @@ if __name__ == "__main__":
         mark_finished(run_dir, global_step, time.time() - start_time)
     finally:  # a crash mid-run keeps everything logged so far
         envs.close()
-        eval_env.close()
         writer.close()

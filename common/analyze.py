@@ -14,7 +14,12 @@ average of span `--span` restarted at each phase start:
   0 when it never is at or above it in the phase. A phase where it never falls back counts
   with the phase's length (a lower bound; the table says how many reached it);
 - asymptotic loss: the lowest smoothed loss in the phase;
-- success: whether the smoothed episodic return exceeded `--success-threshold` in the phase.
+- success: whether the mean return of the last `--success-window` episodes of the phase reached
+  `--success-threshold` (`learning_summary.steps_to_return`, the one definition of solved).
+Losses: the training loss, the held-out loss, and the held-out loss on the transitions the
+colour change altered (`changed`, where a run logs it). With `--relative F`, the threshold of
+every phase after the first is F times the run's own smoothed loss at the end of the phase
+before (back within F of where it was before the change).
 `--drop-unsuccessful` keeps only the runs that succeeded in every phase, and says how many went;
 `--methods` keeps only the methods named.
 
@@ -38,11 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
-from common.learning_summary import phase_starts
+from common.learning_summary import phase_starts, steps_to_return
 from common.runs import COMPLETION_MARKER, RUN_NAME
 from common.tb import read_scalars
 
-LOSSES = {"train": "external_model/train_loss", "eval": "external_model/eval_loss"}
+LOSSES = {"train": "external_model/train_loss", "eval": "external_model/eval_loss",
+          "changed": "external_model/eval_loss_changed"}
+REQUIRED = ("train", "eval")  # `changed` only where the run logs it
 RETURN = "charts/episodic_return"
 
 
@@ -85,8 +92,10 @@ def in_phase(series: list[tuple[int, float]], start: int, end: float) -> tuple[n
     return np.array([s for s, _ in pairs], dtype=float), np.array([v for _, v in pairs], dtype=float)
 
 
-def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], success_threshold: float) -> list[dict]:
+def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], success_threshold: float,
+                  success_window: int = 100, relative: float | None = None) -> list[dict]:  # fmt: skip
     """The metrics of every phase of one run (see the module docstring)."""
+    level = {}  # each loss's smoothed value at the end of the phase before
     starts = phase_starts(scalars)
     last = max(step for series in scalars.values() for step, _ in series)
     ends = starts[1:] + [last + 1]
@@ -94,19 +103,20 @@ def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], succes
     for phase, (start, end) in enumerate(zip(starts, ends)):
         row = {"phase": phase, "start": start, "length": end - start}
         for kind, tag in LOSSES.items():
-            steps, values = in_phase(scalars[tag], start, end)
+            steps, values = in_phase(scalars.get(tag, []), start, end)
             if len(values) == 0:
                 row.update({f"{kind}_adaptation": math.nan, f"{kind}_reached": False, f"{kind}_asymptotic": math.nan})
                 continue
             smoothed = ema(values, span)
-            reached = steps_to_fall_below(steps, smoothed, thresholds[kind], start)
+            threshold = relative * level[kind] if relative and kind in level else thresholds[kind]
+            level[kind] = float(smoothed[-1])
+            row[f"{kind}_threshold"] = threshold
+            reached = steps_to_fall_below(steps, smoothed, threshold, start)
             row[f"{kind}_reached"] = not math.isnan(reached)
             row[f"{kind}_adaptation"] = reached if row[f"{kind}_reached"] else end - start
             row[f"{kind}_asymptotic"] = float(smoothed.min())
-        steps, returns = in_phase(scalars.get(RETURN, []), start, end)
-        above = np.flatnonzero(ema(returns, span) > success_threshold)
-        row["success"] = bool(len(above))
-        row["success_steps"] = steps[above[0]] - start if len(above) else math.nan
+        row["success_steps"] = steps_to_return(scalars.get(RETURN, []), start, end, success_threshold, success_window)
+        row["success"] = not math.isnan(row["success_steps"])
         phases.append(row)
     return phases
 
@@ -247,8 +257,9 @@ def plot(curve_data: dict, rows: list[dict], baseline: str | None, out: Path) ->
 
     written = []
     for env, data in curve_data.items():
-        fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+        fig, axes = plt.subplots(1, 4, figsize=(20, 4))
         for ax, (name, title) in zip(axes, [("eval_loss", "external model eval loss"),
+                                            ("changed_loss", "eval loss on what the change altered"),
                                             ("train_loss", "external model train loss"),
                                             ("return", "episodic return")]):  # fmt: skip
             for method, per_tag in data["methods"].items():
@@ -309,7 +320,12 @@ def markdown(rows: list[dict], settings: dict, notes: list[str]) -> str:
 
     lines = [f"Settings: {json.dumps(settings)}", ""]
     for kind in LOSSES:
-        lines += [f"### {kind} loss (threshold {settings[f'{kind}_threshold']})", "",
+        if not any(row.get(f"{kind}_asymptotic") for row in rows):
+            continue
+        threshold = settings[f"{kind}_threshold"]
+        if settings.get("relative"):
+            threshold = f"{threshold} in the first phase, then {settings['relative']}x the level before the change"
+        lines += [f"### {kind} loss (threshold {threshold})", "",
                   "| env | phase | method | runs | task solved | reached | adaptation steps | normalised "
                   "| asymptotic loss |", "|-|-|-|-|-|-|-|-|-|"]  # fmt: skip
         for row in rows:
@@ -336,7 +352,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--span", type=int, default=30, help="span of the exponential moving average")
     parser.add_argument("--train-threshold", type=float, default=0.5)
     parser.add_argument("--eval-threshold", type=float, default=2.0)
-    parser.add_argument("--success-threshold", type=float, default=0.8, help="smoothed return that counts as solved")
+    parser.add_argument("--changed-threshold", type=float, default=2.0, help="for eval_loss_changed")
+    parser.add_argument("--relative", type=float, default=None,
+                        help="after the first phase: this factor times the run's loss level before the change")
+    parser.add_argument("--success-window", type=int, default=100, help="episodes in the mean return of --success-threshold")
+    parser.add_argument("--success-threshold", type=float, default=0.8, help="mean return that counts as solved")
     parser.add_argument("--drop-unsuccessful", action="store_true", help="keep only runs that solved every phase")
     parser.add_argument("--baseline", default=None, help="method to normalise adaptation efficiency by")
     parser.add_argument("--methods", nargs="+", default=None, help="analyse only these methods (default: all)")
@@ -348,8 +368,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        if args.span < 1 or args.reps < 1:
-            raise ValueError("--span and --reps must be at least 1")
+        if args.span < 1 or args.reps < 1 or args.success_window < 1:
+            raise ValueError("--span, --reps and --success-window must be at least 1")
+        if args.relative is not None and not args.relative > 0:
+            raise ValueError(f"--relative must be positive, got {args.relative}")
         runs, notes = find_runs(args.folders)
         if args.methods is not None:
             unknown = sorted(set(args.methods) - {run.method for run in runs})
@@ -366,14 +388,15 @@ def main(argv: list[str] | None = None) -> int:
         usable = []
         for run in runs:
             run.scalars = read_scalars(run.path)
-            lacking = [tag for tag in LOSSES.values() if not run.scalars.get(tag)]
+            lacking = [LOSSES[kind] for kind in REQUIRED if not run.scalars.get(LOSSES[kind])]
             if lacking:
                 notes.append(f"passed over {run.path.name}: no {', '.join(lacking)}")
                 continue
             if not run.scalars.get(RETURN):
                 notes.append(f"{run.path.name}: no episode ended (no {RETURN}): not successful")
-            thresholds = {"train": args.train_threshold, "eval": args.eval_threshold}
-            run.phases = phase_metrics(run.scalars, args.span, thresholds, args.success_threshold)
+            thresholds = {"train": args.train_threshold, "eval": args.eval_threshold, "changed": args.changed_threshold}
+            run.phases = phase_metrics(run.scalars, args.span, thresholds, args.success_threshold, args.success_window,
+                                       args.relative)  # fmt: skip
             usable.append(run)
         if not usable:
             raise ValueError("no run has the scalars the analysis needs: " + "; ".join(notes))

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 import gymnasium as gym
 import numpy as np
+from minigrid.core.constants import COLOR_TO_IDX
+
+from envs import BatchedColorDoorKey, OneHotFlatObs, is_color_door_key, target_changed
+
+HELDOUT_SEED = 20_240_700
+"""seed of every held-out set: the same layouts and actions for every run, seed and method"""
 
 
 def random_policy_transitions(env: gym.Env, num_steps: int, seed: int, info_keys: tuple[str, ...] = ()) -> dict:
@@ -25,3 +33,69 @@ def random_policy_transitions(env: gym.Env, num_steps: int, seed: int, info_keys
             rows[key].append(info[key])
         obs, info = (next_obs, next_info) if not (terminated or truncated) else env.reset()
     return {key: np.asarray(value) for key, value in rows.items()}
+
+
+def random_policy_layouts(env_id: str, num_layouts: int, episode_steps: int, seed: int, correct_key_color: str | None,
+                          info_keys: tuple[str, ...] = ()) -> dict:  # fmt: skip
+    """`num_layouts` worlds (seeded `seed + i`), each rolled by a uniformly random policy for
+    `episode_steps` steps, its episode cut there (a world that reaches the goal earlier goes
+    on in a new layout). Returns `obs`, `actions`, `next_obs` (true next observations) and the
+    `info_keys` values of `obs`, in (step, world) order flattened. ColorDoorKey runs as the
+    batched env (step-equal to the MiniGrid one), other MiniGrid ids as a SyncVectorEnv."""
+    kwargs = dict(gym.spec(env_id).kwargs, max_steps=episode_steps)
+    if is_color_door_key(env_id):
+        envs = BatchedColorDoorKey(num_layouts, **(kwargs | {"correct_key_color": correct_key_color}))
+    else:
+        make = lambda: OneHotFlatObs(gym.make(env_id, max_steps=episode_steps))  # noqa: E731
+        envs = gym.vector.SyncVectorEnv([make] * num_layouts, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    rng = np.random.default_rng(seed)
+    obs, info = envs.reset(seed=seed)
+    rows = {"obs": [], "actions": [], "next_obs": []} | {key: [] for key in info_keys}
+    for _ in range(episode_steps):
+        actions = rng.integers(envs.single_action_space.n, size=num_layouts)
+        next_obs, _, terminated, truncated, next_info = envs.step(actions)
+        real_next_obs = next_obs.copy()
+        for i in np.flatnonzero(terminated | truncated):
+            real_next_obs[i] = next_info["final_obs"][i]
+        rows["obs"].append(obs)
+        rows["actions"].append(actions)
+        rows["next_obs"].append(real_next_obs)
+        for key in info_keys:
+            rows[key].append(info[key])
+        obs, info = next_obs, next_info
+    envs.close()
+    return {key: np.concatenate(value) for key, value in rows.items()}
+
+
+def heldout_set(env_id: str, colors: list[str], phase: int, target: str, num_steps: int, episode_steps: int,
+                min_changed: int = 0, seed: int = HELDOUT_SEED) -> tuple[dict, dict]:  # fmt: skip
+    """The external model's held-out sets of `phase`, drawn from `seed` whatever the run's seed
+    (the same layouts and actions in every phase, run and method).
+
+    `all`: `num_steps` random-policy transitions (rounded up to whole worlds) from
+    `ceil(num_steps / episode_steps)` layouts, as `random_policy_layouts` returns them.
+    `changed`: the random-policy transitions whose target differs between this phase and its
+    neighbour (the previous phase; for the first phase, the next one), where a change of the
+    correct colour moves the target (`envs.target_changed`): those of `all`, topped up from
+    further layouts until there are `min_changed` (the forward model's, toggling a locked door
+    with a key, are about 1 in 1,000 random steps on 6x6) or 100 times `num_steps` were
+    rolled. Empty without phases.
+    """
+    info_keys = () if target == "forward" else (target,)
+    color = colors[phase] if colors else None
+    num_layouts = math.ceil(num_steps / episode_steps)
+    full = random_policy_layouts(env_id, num_layouts, episode_steps, seed, color, info_keys)
+    if len(colors) < 2:
+        return full, {key: value[:0] for key, value in full.items()}
+    other = COLOR_TO_IDX[colors[phase - 1] if phase > 0 else colors[1]]
+
+    def changed_part(data):
+        mask = target_changed(target, data["obs"], data["actions"], other, COLOR_TO_IDX[color])
+        return {key: value[mask] for key, value in data.items()}
+
+    parts, first_world = [changed_part(full)], seed + num_layouts
+    while sum(len(part["obs"]) for part in parts) < min_changed and first_world - seed < 100 * num_layouts:
+        more = random_policy_layouts(env_id, num_layouts, episode_steps, first_world, color, info_keys)
+        parts.append(changed_part(more))
+        first_world += num_layouts
+    return full, {key: np.concatenate([part[key] for part in parts]) for key in full}

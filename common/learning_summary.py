@@ -38,10 +38,10 @@ def phase_starts(scalars: dict) -> list[int]:
 
 def steps_to_return(returns: list[tuple[int, float]], start: int, end: float, threshold: float, window: int) -> float:
     """Steps from `start` until the mean of the last `window` episodic returns in [start, end)
-    first reaches `threshold`; nan when it never does."""
+    first reaches `threshold`; nan when it never does. The project's one definition of solved."""
     values, steps = [], []
     for step, value in returns:
-        if start < step <= end:
+        if start <= step < end:
             values.append(value)
             steps.append(step)
             if len(values) >= window and np.mean(values[-window:]) >= threshold:

@@ -13,7 +13,7 @@ from minigrid.core.constants import COLOR_NAMES
 
 from envs.batched import BatchedColorDoorKey
 from envs.color_door_key import ColorDoorKeyEnv, check_color
-from envs.views import NUM_CHANNELS, key_distance, one_hot_view
+from envs.views import NUM_CHANNELS, flat_to_image, key_distance, one_hot_view, target_changed
 
 __all__ = [
     "BatchedColorDoorKey",
@@ -22,11 +22,13 @@ __all__ = [
     "OneHotFlatObs",
     "check_color",
     "check_phase_schedule",
+    "flat_to_image",
     "is_color_door_key",
     "key_distance",
     "known_env_names",
     "one_hot_view",
     "resolve_env_id",
+    "target_changed",
 ]
 
 COLOR_DOOR_KEY_SIZES = (6, 8, 16)

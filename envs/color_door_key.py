@@ -8,7 +8,6 @@ The goal is in the bottom-right corner; reward is MiniGrid's `1 - 0.9 * steps / 
 
 from __future__ import annotations
 
-import numpy as np
 from minigrid.core.constants import COLOR_NAMES, COLOR_TO_IDX
 from minigrid.core.grid import Grid
 from minigrid.core.mission import MissionSpace

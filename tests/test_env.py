@@ -159,10 +159,10 @@ def test_key_distance_hand_worked():
     env.grid.set(5, 3, Key("red"))  # two ahead
     assert distance_seen(env) == 2
     env.grid.set(5, 3, None)
-    env.grid.set(4, 5, Key("red"))  # one ahead, two to the right
-    assert distance_seen(env) == 3
+    env.grid.set(4, 5, Key("red"))  # one ahead, two to the right: Euclidean, sqrt(1 + 4)
+    assert distance_seen(env) == pytest.approx(5**0.5)
     env.grid.set(4, 4, Key("blue"))  # a nearer key of the wrong colour changes nothing
-    assert distance_seen(env) == 3
+    assert distance_seen(env) == pytest.approx(5**0.5)
     env.agent_dir = 2  # facing -x: the key is now behind the agent, out of view
     assert distance_seen(env) == 14
     env.carrying = Key("red")  # a carried key is at the agent's own cell

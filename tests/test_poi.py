@@ -1,5 +1,6 @@
 """Interest fields: batched computations against plain loops, and POI higher off the data."""
 
+import importlib
 import itertools
 
 import numpy as np
@@ -7,7 +8,6 @@ import pytest
 import torch
 
 from algos import ppo_poi_disagreement as disagreement
-from common.running_stats import DiscountedReturnStd, RunningMeanStd
 
 
 def region_data(n, low, high, seed, dim=32, num_actions=3):
@@ -135,21 +135,41 @@ def test_intrinsic_advantages_carry_the_reward_across_episode_ends():
     assert (changed[:3] == 2 * adv[:3]).all()
 
 
-def test_running_mean_std_matches_numpy():
+SCALED_FILES = ("ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_emb", "ppo_continuous_poi_ensemble")
+
+
+@pytest.mark.parametrize("name", SCALED_FILES)
+def test_intrinsic_reward_scale_first_rollout_is_the_std_of_the_returns(name):
+    module = importlib.import_module(f"algos.{name}")
+    rewards = torch.ones(4, 2)  # two envs, reward 1 each step: returns 1, 1.5, 1.75, 1.875 (gamma 0.5)
+    scale = module.IntrinsicRewardScale(num_envs=2, gamma=0.5, decay=0.9, device="cpu").update(rewards)
+    assert scale == pytest.approx(np.std([1, 1.5, 1.75, 1.875]))
+
+
+@pytest.mark.parametrize("name", SCALED_FILES)
+def test_intrinsic_reward_scale_forgets_as_weighted_moments_of_the_rollouts(name):
+    module = importlib.import_module(f"algos.{name}")
     rng = np.random.default_rng(0)
-    batches = [rng.normal(3.0, 2.0, size=n) for n in (1, 7, 100, 3)]
-    rms = RunningMeanStd()
-    for batch in batches:
-        rms.update(batch)
-    everything = np.concatenate(batches)
-    assert rms.count == len(everything)
-    np.testing.assert_allclose([rms.mean, rms.var], [everything.mean(), everything.var()], rtol=1e-12)
-
-
-def test_discounted_return_std_follows_the_returns():
-    rewards = np.ones((4, 2))  # two envs, reward 1 each step: returns 1, 1.5, 1.75, 1.875 (gamma 0.5)
-    std = DiscountedReturnStd(num_envs=2, gamma=0.5).update(rewards)
-    assert std == pytest.approx(np.std([1, 1.5, 1.75, 1.875]))
+    gamma, decay, num_envs = 0.9, 0.8, 3
+    rollouts = [rng.exponential(0.01 if k < 30 else 1.0, size=(5, num_envs)) for k in range(40)]  # interest rises at 30
+    scale = module.IntrinsicRewardScale(num_envs, gamma, decay, "cpu")
+    returns, seen, scales = np.zeros(num_envs), [], []
+    for k, rollout in enumerate(rollouts):
+        got = scale.update(torch.tensor(rollout, dtype=torch.float32))
+        block = []
+        for reward in rollout:  # plain loop: returns of this rollout
+            returns = gamma * returns + reward
+            block.append(returns.copy())
+        seen.append(np.array(block))
+        weights = decay ** np.arange(k, -1, -1.0)  # rollout i weighs decay^(k - i)
+        mean = sum(w * b.mean() for w, b in zip(weights, seen)) / weights.sum()
+        second = sum(w * (b**2).mean() for w, b in zip(weights, seen)) / weights.sum()
+        assert got == pytest.approx(np.sqrt(second - mean**2), rel=1e-4)
+        scales.append(got)
+    no_forgetting = module.IntrinsicRewardScale(num_envs, gamma, 0.0, "cpu")
+    for rollout in rollouts:
+        last = no_forgetting.update(torch.tensor(rollout, dtype=torch.float32))
+    assert last == pytest.approx(seen[-1].std(), rel=1e-4)  # decay 0: the last rollout alone
 
 
 # ---- ensemble disagreement ----------------------------------------------------------------

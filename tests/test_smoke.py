@@ -176,3 +176,20 @@ def test_batched_vector_env_gives_the_same_run(tmp_path, script):
         scalars.pop("charts/SPS")
         logs.append(scalars)
     assert logs[0] == logs[1]
+
+
+DISCRETE_FILES = ["algos/ppo.py", *POI_FILES, "algos/ppo_poi_diayn.py", "algos/ppo_poi_emb.py"]
+
+
+@pytest.mark.parametrize("script", DISCRETE_FILES)
+def test_evaluation_and_logging_never_change_training(tmp_path, script):
+    """Evaluating every iteration (the held-out losses, and poi/eval_mean drawing MC-dropout
+    masks or gradient signs) or almost never: the same seed trains the same run."""
+    flags = (*SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1280", "--model-target", "key_distance")
+    logs = []
+    for every in ("1", "1000"):
+        (tmp_path / every).mkdir()
+        run(tmp_path / every, *flags, "--eval-every", every, script=script)
+        scalars = read_scalars(only_run_dir(tmp_path / every))
+        logs.append({k: v for k, v in scalars.items() if k.startswith(("losses/", "poi/mean", "external_model/train"))})
+    assert len(logs[0]["losses/policy_loss"]) == 5 and logs[0] == logs[1]

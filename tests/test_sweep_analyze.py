@@ -118,16 +118,22 @@ def test_metrics_on_event_files_with_known_answers(tmp_path):
     alpha = 2 / 31
     # after the drop the smoothed loss is 8 (1 - alpha)^(j + 1) at the j-th point: below 2 once (1 - alpha)^(j + 1) < 1/4
     j = math.ceil(math.log(0.25) / math.log(1 - alpha)) - 1
-    # the return's smoothed value 1 - (1 - alpha)^(k + 1) passes 0.8 once (1 - alpha)^(k + 1) < 0.2
-    k = math.ceil(math.log(0.2) / math.log(1 - alpha)) - 1
-    phase0, phase1 = analyze.phase_metrics(scalars, 30, {"train": 2.0, "eval": 2.0}, 0.8)
+    # the mean of the last 10 returns reaches 0.8 at the 8th episode of return 1
+    phase0, phase1 = analyze.phase_metrics(scalars, 30, {"train": 2.0, "eval": 2.0}, 0.8, success_window=10)
     phase1_start = (PER_PHASE + 1) * EVERY  # the first step logged in phase 1
     assert phase0["start"] == 0 and phase1["start"] == phase1_start
     assert phase0["eval_adaptation"] == (DROP_AT + j + 1) * EVERY
     assert phase1["eval_adaptation"] == phase1["train_adaptation"] == (DROP_AT + j) * EVERY
     assert phase0["eval_reached"] and phase1["eval_reached"]
     assert phase1["eval_asymptotic"] == pytest.approx(8 * (1 - alpha) ** (PER_PHASE - DROP_AT))
-    assert phase0["success"] and phase0["success_steps"] == (DROP_AT + k + 1) * EVERY
+    assert phase0["success"] and phase0["success_steps"] == (DROP_AT + 8) * EVERY
+    assert not analyze.phase_metrics(scalars, 30, {"train": 2.0, "eval": 2.0}, 0.8)[0]["success"]  # 60 < 100 episodes
+    # relative thresholds: phase 1's is 1.5 x phase 0's last smoothed loss, 8 (1 - alpha)^60
+    _, relative = analyze.phase_metrics(scalars, 30, {"train": 2.0, "eval": 2.0}, 0.8, relative=1.5)
+    level = 8 * (1 - alpha) ** (PER_PHASE - DROP_AT)
+    assert relative["eval_threshold"] == pytest.approx(1.5 * level)
+    jr = math.ceil(math.log(1.5 * level / 8) / math.log(1 - alpha)) - 1
+    assert relative["eval_adaptation"] == (DROP_AT + jr) * EVERY
     assert not phase1["success"] and math.isnan(phase1["success_steps"])
     # never below the threshold: counted with the phase's length, and flagged
     (censored, *_) = analyze.phase_metrics(scalars, 30, {"train": -1.0, "eval": -1.0}, 0.8)
@@ -164,7 +170,7 @@ def test_bootstrap_is_reproducible_with_its_seed_and_leaves_numpy_alone():
 
 
 def analyse(*args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "common.analyze", *args, "--reps", "200"]
+    cmd = [sys.executable, "-m", "common.analyze", *args, "--reps", "200", "--success-window", "10"]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 

@@ -1,0 +1,111 @@
+"""The held-out sets: which transitions a colour change alters (against a re-simulation in
+MiniGrid), and the sets themselves (size, layouts, independence of the run)."""
+
+import copy
+
+import numpy as np
+import pytest
+from minigrid.core.constants import COLOR_TO_IDX
+from minigrid.core.world_object import Key
+
+from common.heldout import heldout_set, random_policy_layouts
+from envs import ColorDoorKeyEnv, OneHotFlatObs, key_distance, target_changed
+from tests.test_env import door_of, stand_before_door
+
+RED, BLUE = COLOR_TO_IDX["red"], COLOR_TO_IDX["blue"]
+
+
+def step_under(env, action, key_color):
+    """The flat next view of `env` after `action` with the door opened by `key_color`, on a copy."""
+    twin = copy.deepcopy(env)
+    door_of(twin).key_color = key_color
+    obs, *_ = twin.step(action)
+    return obs
+
+
+def states_with_outcomes(seed, random_steps=300):
+    """(view, action, next view if red opens, next view if blue opens) for states of a random
+    walk and for states in front of the locked door carrying each key (or nothing)."""
+    env = OneHotFlatObs(ColorDoorKeyEnv(size=6, correct_key_color="red"))
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    rows = []
+    for _ in range(random_steps):
+        action = int(rng.integers(7))
+        rows.append((obs, action, step_under(env, action, "red"), step_under(env, action, "blue")))
+        obs, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            obs, _ = env.reset()
+    for carrying in (Key("red"), Key("blue"), Key("green"), None):
+        env.reset(seed=seed)
+        stand_before_door(env, carrying)
+        obs = env.observation(env.unwrapped.gen_obs())
+        for action in range(7):
+            rows.append((obs, action, step_under(env, action, "red"), step_under(env, action, "blue")))
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_forward_changed_marks_exactly_the_transitions_whose_outcome_depends_on_the_colour(seed):
+    rows = states_with_outcomes(seed)
+    obs = np.stack([r[0] for r in rows])
+    actions = np.array([r[1] for r in rows])
+    differs = np.array([not np.array_equal(r[2], r[3]) for r in rows])
+    assert differs.sum() >= 2  # toggling with the red and with the blue key
+    np.testing.assert_array_equal(target_changed("forward", obs, actions, RED, BLUE), differs)
+    np.testing.assert_array_equal(target_changed("forward", obs, actions, BLUE, RED), differs)
+    assert not target_changed("forward", obs, actions, RED, RED).any()
+    assert not target_changed("agent_dir", obs, actions, RED, BLUE).any()
+
+
+def test_key_distance_changed_where_the_two_keys_distances_differ():
+    env = ColorDoorKeyEnv(size=8, correct_key_color="red")
+    rng = np.random.default_rng(0)
+    images, _ = [], env.reset(seed=0)
+    for _ in range(400):
+        images.append(env.gen_obs()["image"])
+        _, _, terminated, truncated, _ = env.step(int(rng.integers(7)))
+        if terminated or truncated:
+            env.reset()
+    views = np.stack([OneHotFlatObs(env).observation({"image": image}) for image in images])
+    hand = []
+    for image in images:  # plain loop: Euclidean distance from the agent's cell (3, 6) to each key
+        nearest = {}
+        for i in range(7):
+            for j in range(7):
+                if image[i, j, 0] == 5:  # key
+                    d = np.hypot(i - 3, j - 6)
+                    nearest[image[i, j, 1]] = min(d, nearest.get(image[i, j, 1], 14.0))
+        hand.append(nearest.get(RED, 14.0) != nearest.get(BLUE, 14.0))
+    hand = np.array(hand)
+    assert 0 < hand.sum() < len(hand)
+    np.testing.assert_array_equal(target_changed("key_distance", views, np.zeros(len(views)), RED, BLUE), hand)
+
+
+@pytest.mark.parametrize("target", ["key_distance", "forward"])
+def test_heldout_sets_are_fixed_many_layouts_and_hold_the_change(target):
+    env_id, colors = "ColorDoorKey-6x6-v0", ["red", "blue"]
+    full, changed = heldout_set(env_id, colors, 1, target, num_steps=2000, episode_steps=20, min_changed=64)
+    again, changed_again = heldout_set(env_id, colors, 1, target, num_steps=2000, episode_steps=20, min_changed=64)
+    for key in full:  # the same sets every time: nothing of the run enters them
+        np.testing.assert_array_equal(full[key], again[key])
+        np.testing.assert_array_equal(changed[key], changed_again[key])
+    assert len(full["obs"]) == 2000
+    first_views = full["obs"][:100]  # step 0 of each of the 100 worlds
+    assert len(np.unique(first_views, axis=0)) >= 75  # 100 layouts (a partial view can repeat in another)
+    assert len(changed["obs"]) >= 64
+    assert target_changed(target, changed["obs"], changed["actions"], RED, BLUE).all()
+    if target == "key_distance":  # the targets are the blue phase's
+        image = full["obs"].reshape(-1, 7, 7, 20)
+        assert np.isin(full["key_distance"], [14.0]).mean() < 0.9
+        obj = np.stack([image[..., :11].argmax(-1), image[..., 11:17].argmax(-1), image[..., 17:].argmax(-1)], -1)
+        np.testing.assert_allclose(full["key_distance"], key_distance(obj, np.full(len(obj), BLUE)))
+    phase0_full, _ = heldout_set(env_id, colors, 0, target, num_steps=2000, episode_steps=20)
+    np.testing.assert_array_equal(phase0_full["obs"][:100], first_views)  # same layouts in every phase
+
+
+def test_random_policy_layouts_chain_each_world_episode():
+    data = random_policy_layouts("ColorDoorKey-6x6-v0", num_layouts=8, episode_steps=30, seed=3, correct_key_color="red")
+    obs, next_obs = data["obs"].reshape(30, 8, -1), data["next_obs"].reshape(30, 8, -1)
+    np.testing.assert_array_equal(next_obs[:-1], obs[1:])  # one episode per world: each step leads to the next
+    assert (data["actions"].reshape(30, 8) != data["actions"].reshape(30, 8)[:, :1]).any()
