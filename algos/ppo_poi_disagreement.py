@@ -61,14 +61,14 @@ class Args:
     # PPO arguments
     total_timesteps: int = 4_000_000
     """total timesteps of the experiments"""
-    learning_rate: float = 2e-3
+    learning_rate: float = 5e-4
     """the learning rate of the optimizer"""
     num_envs: int = 16
     """the number of parallel game environments"""
     num_steps: int = 128
     """the number of steps to run in each environment per policy rollout"""
-    anneal_lr: bool = True
-    """Toggle learning rate annealing for policy and value networks"""
+    anneal_lr: bool = False
+    """Toggle learning rate annealing (linear to 0 over the run) for policy and value networks; off: a change of the world mid-run must not meet a vanishing rate"""
     gamma: float = 0.99
     """the discount factor gamma"""
     gae_lambda: float = 0.95
@@ -109,7 +109,7 @@ class Args:
     """passes over each rollout's transitions to train the external model"""
     model_batch_size: int = 256
     """the mini-batch size of the external model's training"""
-    eval_every: int = 4
+    eval_every: int = 2
     """evaluate the external model on the held-out sets every this many iterations"""
     eval_steps: int = 10240
     """random-policy steps in the held-out set of each phase (the same for every seed)"""
