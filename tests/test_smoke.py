@@ -118,6 +118,8 @@ def test_same_seed_gives_identical_scalars(tmp_path):
         (["--env", "MiniGrid-Empty-5x5-v0", "--model-target", "key_distance"], "needs a ColorDoorKey env"),
         (["--total-timesteps", "100"], "smaller than one batch"),
         (["--model-dropout", "1.0"], "--model-dropout must be in [0, 1)"),
+        (["--eval-episode-steps", "0"], "--eval-episode-steps must be positive"),
+        (["--model-hidden-sizes", "256", "0"], "--model-hidden-sizes must be positive sizes"),
         (["--env", "MiniGrid-Empty-5x5-v0", "--vector-env", "batched"], "--vector-env batched needs a ColorDoorKey env"),
         (["--vector-env", "batched", "--capture-video"], "--capture-video needs --vector-env minigrid"),
     ],
