@@ -19,8 +19,11 @@ from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
 from common.heldout import heldout_set
+from common.checks import check_range
 from common.runs import hparams_markdown, mark_finished, progress_line, run_name, save_args
-from envs import BatchedColorDoorKey, OneHotFlatObs, check_phase_schedule, is_color_door_key, resolve_env_id
+from envs import (
+    BatchedColorDoorKey, OneHotFlatObs, check_phase_schedule, is_color_door_key, key_colors, resolve_env_id,
+)
 
 
 @dataclass
@@ -151,6 +154,18 @@ def check_args(args: Args) -> None:
                  "model_epochs", "model_batch_size", "eval_every", "eval_steps", "eval_episode_steps"):
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("learning_rate", "model_learning_rate", "clip_coef", "max_grad_norm"):
+        check_range(args, name, 0.0, low_open=True)
+    for name in ("ent_coef", "vf_coef", "model_nll_beta"):
+        check_range(args, name, 0.0)
+    check_range(args, "gamma", 0.0, 1.0, low_open=True)
+    check_range(args, "gae_lambda", 0.0, 1.0)
+    check_range(args, "seed", 0)
+    if args.target_kl is not None:
+        check_range(args, "target_kl", 0.0, low_open=True)
+    for name in ("int_coef", "ext_coef"):
+        check_range(args, name, 0.0)
+    check_range(args, "int_gamma", 0.0, 1.0, low_open=True)
     if args.eval_changed_min < 0:
         raise ValueError(f"--eval-changed-min must be non-negative, got {args.eval_changed_min}")
     if not args.model_hidden_sizes or min(args.model_hidden_sizes) <= 0:
@@ -172,7 +187,9 @@ def check_args(args: Args) -> None:
         if args.change_steps is None:  # one phase per colour, evenly spaced
             n = len(args.correct_key_colors)
             args.change_steps = tuple(args.total_timesteps * k // n for k in range(1, n))
-        check_phase_schedule(list(args.change_steps), list(args.correct_key_colors), args.total_timesteps)
+        check_phase_schedule(
+            list(args.change_steps), list(args.correct_key_colors), args.total_timesteps, key_colors(env_id)
+        )
     else:
         if args.change_steps:
             raise ValueError(f"--change-steps needs a ColorDoorKey env, got {args.env}")

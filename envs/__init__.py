@@ -6,13 +6,15 @@ next to MiniGrid's own ids.
 
 from __future__ import annotations
 
+import inspect
+
 import gymnasium as gym
 import minigrid  # noqa: F401  (registers the MiniGrid-* ids)
 import numpy as np
 from minigrid.core.constants import COLOR_NAMES
 
 from envs.batched import BatchedColorDoorKey
-from envs.color_door_key import ColorDoorKeyEnv, check_color
+from envs.color_door_key import ColorDoorKeyEnv, check_color, check_correct
 from envs.views import NUM_CHANNELS, flat_to_image, key_distance, one_hot_view, target_changed
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "check_phase_schedule",
     "flat_to_image",
     "is_color_door_key",
+    "key_colors",
     "key_distance",
     "known_env_names",
     "one_hot_view",
@@ -58,11 +61,23 @@ def is_color_door_key(env_id: str) -> bool:
     return gym.spec(env_id).entry_point is ColorDoorKeyEnv
 
 
-def check_phase_schedule(change_steps: list[int], colors: list[str], total_timesteps: int) -> None:
-    """Raise ValueError unless `colors` gives one known colour per phase and `change_steps`
-    are strictly increasing global steps inside (0, total_timesteps)."""
+def key_colors(env_id: str) -> tuple[str, ...]:
+    """The colours of the keys of a registered ColorDoorKey id."""
+    spec = gym.spec(env_id)
+    default = inspect.signature(ColorDoorKeyEnv).parameters["key_colors"].default
+    return tuple(spec.kwargs.get("key_colors", default))
+
+
+def check_phase_schedule(change_steps: list[int], colors: list[str], total_timesteps: int,
+                         keys: tuple[str, ...] | None = None) -> None:  # fmt: skip
+    """Raise ValueError unless `colors` gives one known colour per phase (one of `keys`, the
+    env's key colours, when given) and `change_steps` are strictly increasing global steps
+    inside (0, total_timesteps)."""
     for color in colors:
-        check_color(color)
+        if keys is None:
+            check_color(color)
+        else:
+            check_correct(color, keys)
     if len(colors) != len(change_steps) + 1:
         raise ValueError(
             f"{len(change_steps)} change step(s) make {len(change_steps) + 1} phase(s), "

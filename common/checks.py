@@ -1,0 +1,16 @@
+"""Checks of flag values before a run starts (result-neutral): one-line errors."""
+
+from __future__ import annotations
+
+import math
+
+
+def check_range(args, name: str, low: float = -math.inf, high: float = math.inf, *, low_open: bool = False,
+                high_open: bool = False) -> None:  # fmt: skip
+    """Raise ValueError unless `args.<name>` is a finite number in the interval (open ends as
+    given); NaN and infinities fail, whatever the bounds."""
+    value = getattr(args, name)
+    inside = (low < value if low_open else low <= value) and (value < high if high_open else value <= high)
+    if not (math.isfinite(value) and inside):
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open or high == math.inf else ']'}"
+        raise ValueError(f"--{name.replace('_', '-')} must be a finite number in {interval}, got {value}")

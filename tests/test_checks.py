@@ -1,0 +1,70 @@
+"""Every discrete file's check_args rejects what a flag's meaning rules out, in-process, with
+one line naming the flag (the subprocess path is tested in test_smoke)."""
+
+import importlib
+import math
+import re
+
+import pytest
+
+from common.checks import check_range
+
+DISCRETE = ["ppo", "ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_diayn", "ppo_poi_emb"]
+POI = ["ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_emb"]
+BAD = [
+    ({"learning_rate": math.nan}, "--learning-rate must be a finite number in (0, inf)"),
+    ({"learning_rate": -1.0}, "--learning-rate must be a finite number in (0, inf)"),
+    ({"model_learning_rate": math.nan}, "--model-learning-rate"),
+    ({"ent_coef": math.nan}, "--ent-coef must be a finite number in [0, inf)"),
+    ({"gamma": 1.5}, "--gamma must be a finite number in (0, 1]"),
+    ({"gamma": 0.0}, "--gamma must be a finite number in (0, 1]"),
+    ({"gae_lambda": -0.1}, "--gae-lambda"),
+    ({"clip_coef": 0.0}, "--clip-coef"),
+    ({"max_grad_norm": math.inf}, "--max-grad-norm"),
+    ({"seed": -1}, "--seed must be a finite number in [0, inf), got -1"),
+    ({"target_kl": 0.0}, "--target-kl"),
+    ({"correct_key_colors": ("green", "purple")}, "correct key colour 'green' is not among the keys ('red', 'blue')"),
+]
+
+
+@pytest.mark.parametrize("name", DISCRETE)
+@pytest.mark.parametrize("flags, message", BAD)
+def test_check_args_rejects_out_of_domain_flags(name, flags, message):
+    module = importlib.import_module(f"algos.{name}")
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        module.check_args(module.Args(**flags))
+
+
+@pytest.mark.parametrize("name", POI)
+@pytest.mark.parametrize("flags", [{"int_coef": math.nan}, {"ext_coef": -1.0}, {"int_gamma": 1.01}])
+def test_poi_files_reject_bad_reward_flags(name, flags):
+    module = importlib.import_module(f"algos.{name}")
+    with pytest.raises(ValueError, match="must be a finite number"):
+        module.check_args(module.Args(**flags))
+
+
+@pytest.mark.parametrize("name", DISCRETE)
+def test_defaults_and_edges_pass(name):
+    module = importlib.import_module(f"algos.{name}")
+    module.check_args(module.Args())
+    module.check_args(module.Args(gamma=1.0, gae_lambda=0.0, ent_coef=0.0, seed=0))
+
+
+def test_check_range_edges():
+    class A:
+        x = 1.0
+
+    check_range(A, "x", 0.0, 1.0)
+    with pytest.raises(ValueError, match=r"--x must be a finite number in \[0, 1\), got 1.0"):
+        check_range(A, "x", 0.0, 1.0, high_open=True)
+    A.x = math.nan
+    with pytest.raises(ValueError):
+        check_range(A, "x")
+
+
+@pytest.mark.parametrize("flags", [{"diayn_coef": math.nan}, {"ext_coef": -1.0}, {"disc_learning_rate": 0.0},
+                                   {"skill_temperature": 0.0}])  # fmt: skip
+def test_diayn_rejects_bad_skill_flags(flags):
+    module = importlib.import_module("algos.ppo_poi_diayn")
+    with pytest.raises(ValueError, match="must be a finite number"):
+        module.check_args(module.Args(**flags))
