@@ -17,6 +17,7 @@ import tyro
 from torch.distributions.normal import Normal
 from torch.utils.tensorboard import SummaryWriter
 
+from common.checks import check_range
 from common.runs import hparams_markdown, mark_finished, progress_line, run_name, save_args
 from envs.continuous import check_continuous_env, make_continuous_env
 
@@ -127,8 +128,7 @@ def check_args(args: Args) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     if args.ensemble_size < 2:
         raise ValueError(f"--ensemble-size must be at least 2, got {args.ensemble_size}")
-    if not 0.0 <= args.int_scale_decay < 1.0:
-        raise ValueError(f"--int-scale-decay must be in [0, 1), got {args.int_scale_decay}")
+    check_range(args, "int_scale_decay", 0.0, 1.0, high_open=True)
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
         raise ValueError(

@@ -185,8 +185,7 @@ def check_args(args: Args) -> None:
         check_range(args, name, 0.0)
     for name in ("disc_learning_rate", "skill_temperature"):
         check_range(args, name, 0.0, low_open=True)
-    if args.eval_changed_min < 0:
-        raise ValueError(f"--eval-changed-min must be non-negative, got {args.eval_changed_min}")
+    check_range(args, "eval_changed_min", 0)
     if not args.model_hidden_sizes or min(args.model_hidden_sizes) <= 0:
         raise ValueError(f"--model-hidden-sizes must be positive sizes, got {args.model_hidden_sizes}")
     if not 0.0 <= args.model_dropout < 1.0:

@@ -166,14 +166,12 @@ def check_args(args: Args) -> None:
     for name in ("int_coef", "ext_coef"):
         check_range(args, name, 0.0)
     check_range(args, "int_gamma", 0.0, 1.0, low_open=True)
-    if args.eval_changed_min < 0:
-        raise ValueError(f"--eval-changed-min must be non-negative, got {args.eval_changed_min}")
+    check_range(args, "eval_changed_min", 0)
     if not args.model_hidden_sizes or min(args.model_hidden_sizes) <= 0:
         raise ValueError(f"--model-hidden-sizes must be positive sizes, got {args.model_hidden_sizes}")
     if not 0.0 <= args.model_dropout < 1.0:
         raise ValueError(f"--model-dropout must be in [0, 1), got {args.model_dropout}")
-    if not 0.0 <= args.int_scale_decay < 1.0:
-        raise ValueError(f"--int-scale-decay must be in [0, 1), got {args.int_scale_decay}")
+    check_range(args, "int_scale_decay", 0.0, 1.0, high_open=True)
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
         raise ValueError(

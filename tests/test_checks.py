@@ -23,6 +23,7 @@ BAD = [
     ({"max_grad_norm": math.inf}, "--max-grad-norm"),
     ({"seed": -1}, "--seed must be a finite number in [0, inf), got -1"),
     ({"target_kl": 0.0}, "--target-kl"),
+    ({"eval_changed_min": -1}, "--eval-changed-min must be a finite number in [0, inf), got -1"),
     ({"correct_key_colors": ("green", "purple")}, "correct key colour 'green' is not among the keys ('red', 'blue')"),
 ]
 
@@ -36,7 +37,8 @@ def test_check_args_rejects_out_of_domain_flags(name, flags, message):
 
 
 @pytest.mark.parametrize("name", POI)
-@pytest.mark.parametrize("flags", [{"int_coef": math.nan}, {"ext_coef": -1.0}, {"int_gamma": 1.01}])
+@pytest.mark.parametrize("flags", [{"int_coef": math.nan}, {"ext_coef": -1.0}, {"int_gamma": 1.01},
+                                   {"int_scale_decay": 1.0}])  # fmt: skip
 def test_poi_files_reject_bad_reward_flags(name, flags):
     module = importlib.import_module(f"algos.{name}")
     with pytest.raises(ValueError, match="must be a finite number"):
