@@ -38,6 +38,8 @@ class Args:
     """if toggled, cuda will be enabled when available"""
     torch_threads: int = 1
     """threads torch may use (small MLPs run fastest on one; sweeps run one process per core)"""
+    bf16: bool = False
+    """the policy and value networks' matrix products in bfloat16 (autocast; weights, optimiser and losses stay float32)"""
     track: bool = False
     """if toggled, this experiment will be tracked with Weights and Biases"""
     wandb_project_name: str = "emma-rl"
@@ -203,8 +205,9 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    def __init__(self, obs_dim, num_actions):
+    def __init__(self, obs_dim, num_actions, bf16=False):
         super().__init__()
+        self.bf16 = bf16
         self.critic = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 256)),
             nn.Tanh(),
@@ -220,15 +223,22 @@ class Agent(nn.Module):
             layer_init(nn.Linear(64, num_actions), std=0.01),
         )
 
+    def amp(self):
+        """--bf16: the matrix products of gradient passes (the PPO update's minibatches) in bfloat16,
+        outputs cast back to float32; rollout steps (16 rows, no gradient) run faster in float32."""
+        return self.bf16 and torch.is_grad_enabled()
+
     def get_value(self, x):
-        return self.critic(x)
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
+            return self.critic(x).float()
 
     def get_action_and_value(self, x, action=None):
-        logits = self.actor(x)
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
+            logits = self.actor(x).float()
         probs = Categorical(logits=logits)
         if action is None:
             action = probs.sample()
-        return action, probs.log_prob(action), probs.entropy(), self.critic(x)
+        return action, probs.log_prob(action), probs.entropy(), self.get_value(x)
 
 
 class ExternalModel(nn.Module):
@@ -428,14 +438,14 @@ if __name__ == "__main__":
         envs.call("set_correct_key_color", phase_colors[0])
     info_keys = () if args.model_target == "forward" else (args.model_target,)
 
-    agent = Agent(obs_dim, num_actions).to(device)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    agent = Agent(obs_dim, num_actions, args.bf16).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     model = ExternalModel(
         obs_dim, num_actions, args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian,
         args.model_nll_beta,
     )
     model = model.to(device)
-    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate)
+    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
 
     def heldout_sets(phase):
         """`phase`'s held-out sets (all, and the transitions the colour change alters; the same for every seed)."""

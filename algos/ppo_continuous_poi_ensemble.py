@@ -185,7 +185,7 @@ class Agent(nn.Module):
         )
         self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
 
-    def get_values(self, x):
+    def get_value(self, x):
         hidden = self.critic[:-1](x)
         return self.critic[-1](hidden), self.critic_int(hidden)
 
@@ -195,7 +195,7 @@ class Agent(nn.Module):
         probs = Normal(action_mean, torch.exp(action_logstd))
         if action is None:
             action = probs.sample()
-        value, int_value = self.get_values(x)
+        value, int_value = self.get_value(x)
         return action, probs.log_prob(action).sum(1), probs.entropy().sum(1), value, int_value
 
 
@@ -378,9 +378,9 @@ if __name__ == "__main__":
     action_dim = int(np.prod(envs.single_action_space.shape))
 
     agent = Agent(obs_dim, action_dim).to(device)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     model = ForwardModel(obs_dim, action_dim, args.model_hidden_sizes, args.ensemble_size).to(device)
-    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate)
+    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
 
     # ALGO Logic: Storage setup
     obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
@@ -427,7 +427,7 @@ if __name__ == "__main__":
                 real_next_obs = torch.tensor(true_next_obs(next_obs_np, infos, done), dtype=torch.float32, device=device)
                 if truncation.any():  # a truncated episode bootstraps from its final observation
                     with torch.no_grad():
-                        final_values[step, truncation] = agent.get_values(real_next_obs[truncation])[0].flatten()
+                        final_values[step, truncation] = agent.get_value(real_next_obs[truncation])[0].flatten()
                 rewards[step] = torch.tensor(reward, device=device).view(-1)
                 if args.no_task_reward or global_step < args.reward_warmstart:
                     rewards[step] = 0.0
@@ -454,7 +454,7 @@ if __name__ == "__main__":
 
             # bootstrap value if not done
             with torch.no_grad():
-                next_value, next_int_value = agent.get_values(next_obs)
+                next_value, next_int_value = agent.get_value(next_obs)
                 next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
                 next_values = torch.where(dones.bool() & ~terminations.bool(), final_values, next_values)
                 advantages, returns = compute_gae(

@@ -40,6 +40,8 @@ class Args:
     """if toggled, cuda will be enabled when available"""
     torch_threads: int = 1
     """threads torch may use (small MLPs run fastest on one; sweeps run one process per core)"""
+    bf16: bool = False
+    """the policy and value networks' matrix products in bfloat16 (autocast; weights, optimiser and losses stay float32)"""
     track: bool = False
     """if toggled, this experiment will be tracked with Weights and Biases"""
     wandb_project_name: str = "emma-rl"
@@ -254,8 +256,9 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    def __init__(self, obs_dim, num_actions):
+    def __init__(self, obs_dim, num_actions, bf16=False):
         super().__init__()
+        self.bf16 = bf16
         self.critic = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 256)),
             nn.Tanh(),
@@ -263,7 +266,7 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_diayn = layer_init(nn.Linear(64, 1), std=1.0)  # DIAYN value head on the critic's body
+        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # value head of the intrinsic reward, on the critic's body
         self.actor = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 256)),
             nn.Tanh(),
@@ -272,17 +275,24 @@ class Agent(nn.Module):
             layer_init(nn.Linear(64, num_actions), std=0.01),
         )
 
-    def get_values(self, x):
-        hidden = self.critic[:-1](x)
-        return self.critic[-1](hidden), self.critic_diayn(hidden)
+    def amp(self):
+        """--bf16: the matrix products of gradient passes (the PPO update's minibatches) in bfloat16,
+        outputs cast back to float32; rollout steps (16 rows, no gradient) run faster in float32."""
+        return self.bf16 and torch.is_grad_enabled()
+
+    def get_value(self, x):
+        """Task and intrinsic values, the critic's body run once."""
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
+            hidden = self.critic[:-1](x)
+            return self.critic[-1](hidden).float(), self.critic_int(hidden).float()
 
     def get_action_and_value(self, x, action=None):
-        logits = self.actor(x)
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
+            logits = self.actor(x).float()
         probs = Categorical(logits=logits)
         if action is None:
             action = probs.sample()
-        hidden = self.critic[:-1](x)
-        return action, probs.log_prob(action), probs.entropy(), self.critic[-1](hidden), self.critic_diayn(hidden)
+        return action, probs.log_prob(action), probs.entropy(), *self.get_value(x)
 
 
 class EnsembleLinear(nn.Module):
@@ -663,20 +673,20 @@ if __name__ == "__main__":
         envs.call("set_correct_key_color", phase_colors[0])
     info_keys = () if args.model_target == "forward" else (args.model_target,)
 
-    agent = Agent(obs_dim + args.num_skills, num_actions).to(device)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    agent = Agent(obs_dim + args.num_skills, num_actions, args.bf16).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     model = ExternalModel(
         obs_dim, num_actions, args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian,
         args.model_nll_beta,
         args.ensemble_size if args.interest_field == "ensemble" else 1,
     )
     model = model.to(device)
-    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate)
+    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
     eval_generator = torch.Generator(device).manual_seed(args.seed)  # logging's own draws: training ignores --eval-every
     disc = Discriminator(obs_dim, args.num_skills).to(device)
-    disc_optimizer = optim.Adam(disc.parameters(), lr=args.disc_learning_rate)
+    disc_optimizer = optim.Adam(disc.parameters(), lr=args.disc_learning_rate, fused=True)
     vae = StateVAE(obs_dim, args.vae_latent).to(device)
-    vae_optimizer = optim.Adam(vae.parameters(), lr=args.disc_learning_rate)
+    vae_optimizer = optim.Adam(vae.parameters(), lr=args.disc_learning_rate, fused=True)
 
     def heldout_sets(phase):
         """`phase`'s held-out sets (all, and the transitions the colour change alters; the same for every seed)."""
@@ -746,7 +756,7 @@ if __name__ == "__main__":
                 if truncation.any():  # a truncated episode bootstraps from its final observation
                     with torch.no_grad():
                         x = agent_input(real_next_obs[truncation], next_skill[truncation], args.num_skills)
-                        final_value, final_diayn_value = agent.get_values(x)
+                        final_value, final_diayn_value = agent.get_value(x)
                         final_values[step, truncation] = final_value.flatten()
                         final_diayn_values[step, truncation] = final_diayn_value.flatten()
                 if done.any():  # SKILL LOGIC: a new skill for each episode that starts
@@ -816,7 +826,7 @@ if __name__ == "__main__":
 
             # bootstrap value if not done
             with torch.no_grad():
-                next_value, next_diayn_value = agent.get_values(agent_input(next_obs, next_skill, args.num_skills))
+                next_value, next_diayn_value = agent.get_value(agent_input(next_obs, next_skill, args.num_skills))
                 truncated = dones.bool() & ~terminations.bool()
                 next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
                 next_values = torch.where(truncated, final_values, next_values)

@@ -39,6 +39,8 @@ class Args:
     """if toggled, cuda will be enabled when available"""
     torch_threads: int = 1
     """threads torch may use (small MLPs run fastest on one; sweeps run one process per core)"""
+    bf16: bool = False
+    """the policy and value networks' matrix products in bfloat16 (autocast; weights, optimiser and losses stay float32)"""
     track: bool = False
     """if toggled, this experiment will be tracked with Weights and Biases"""
     wandb_project_name: str = "emma-rl"
@@ -249,8 +251,9 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    def __init__(self, obs_dim, num_actions):
+    def __init__(self, obs_dim, num_actions, bf16=False):
         super().__init__()
+        self.bf16 = bf16
         self.critic = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 256)),
             nn.Tanh(),
@@ -258,7 +261,7 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # intrinsic value head on the critic's body
+        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # value head of the intrinsic reward, on the critic's body
         self.actor = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 256)),
             nn.Tanh(),
@@ -267,17 +270,24 @@ class Agent(nn.Module):
             layer_init(nn.Linear(64, num_actions), std=0.01),
         )
 
-    def get_values(self, x):
-        hidden = self.critic[:-1](x)
-        return self.critic[-1](hidden), self.critic_int(hidden)
+    def amp(self):
+        """--bf16: the matrix products of gradient passes (the PPO update's minibatches) in bfloat16,
+        outputs cast back to float32; rollout steps (16 rows, no gradient) run faster in float32."""
+        return self.bf16 and torch.is_grad_enabled()
+
+    def get_value(self, x):
+        """Task and intrinsic values, the critic's body run once."""
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
+            hidden = self.critic[:-1](x)
+            return self.critic[-1](hidden).float(), self.critic_int(hidden).float()
 
     def get_action_and_value(self, x, action=None):
-        logits = self.actor(x)
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
+            logits = self.actor(x).float()
         probs = Categorical(logits=logits)
         if action is None:
             action = probs.sample()
-        hidden = self.critic[:-1](x)
-        return action, probs.log_prob(action), probs.entropy(), self.critic[-1](hidden), self.critic_int(hidden)
+        return action, probs.log_prob(action), probs.entropy(), *self.get_value(x)
 
 
 class EnsembleLinear(nn.Module):
@@ -654,17 +664,17 @@ if __name__ == "__main__":
         envs.call("set_correct_key_color", phase_colors[0])
     info_keys = () if args.model_target == "forward" else (args.model_target,)
 
-    agent = Agent(obs_dim + args.emb_size, num_actions).to(device)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    agent = Agent(obs_dim + args.emb_size, num_actions, args.bf16).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     model = ExternalModel(
         obs_dim, num_actions, args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian,
         args.model_nll_beta,
         args.ensemble_size if args.interest_field == "ensemble" else 1,
     )
     model = model.to(device)
-    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate)
+    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
     emb_net = InterestEmbedding(obs_dim, args.emb_size).to(device)
-    emb_optimizer = optim.Adam(emb_net.parameters(), lr=args.emb_learning_rate)
+    emb_optimizer = optim.Adam(emb_net.parameters(), lr=args.emb_learning_rate, fused=True)
     projections = F.normalize(torch.randn(3, args.emb_size, generator=torch.Generator().manual_seed(0)), dim=-1)
 
     def heldout_sets(phase):
@@ -732,7 +742,7 @@ if __name__ == "__main__":
                 if truncation.any():  # a truncated episode bootstraps from its final observation
                     with torch.no_grad():
                         x = torch.cat([real_next_obs[truncation], next_emb[truncation]], -1)
-                        final_values[step, truncation] = agent.get_values(x)[0].flatten()
+                        final_values[step, truncation] = agent.get_value(x)[0].flatten()
                 if done.any() and emb_pool is not None:  # EMBEDDING LOGIC: a new e for each episode that starts
                     with torch.no_grad():
                         ended = torch.as_tensor(done, device=device)
@@ -783,7 +793,7 @@ if __name__ == "__main__":
 
             # bootstrap value if not done
             with torch.no_grad():
-                next_value, next_int_value = agent.get_values(torch.cat([next_obs, next_emb], -1))
+                next_value, next_int_value = agent.get_value(torch.cat([next_obs, next_emb], -1))
                 next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
                 next_values = torch.where(dones.bool() & ~terminations.bool(), final_values, next_values)
                 advantages, returns = compute_gae(

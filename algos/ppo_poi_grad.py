@@ -38,6 +38,8 @@ class Args:
     """if toggled, cuda will be enabled when available"""
     torch_threads: int = 1
     """threads torch may use (small MLPs run fastest on one; sweeps run one process per core)"""
+    bf16: bool = False
+    """the policy and value networks' matrix products in bfloat16 (autocast; weights, optimiser and losses stay float32)"""
     track: bool = False
     """if toggled, this experiment will be tracked with Weights and Biases"""
     wandb_project_name: str = "emma-rl"
@@ -221,8 +223,9 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    def __init__(self, obs_dim, num_actions):
+    def __init__(self, obs_dim, num_actions, bf16=False):
         super().__init__()
+        self.bf16 = bf16
         self.critic = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 256)),
             nn.Tanh(),
@@ -230,7 +233,7 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # intrinsic value head on the critic's body
+        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # value head of the intrinsic reward, on the critic's body
         self.actor = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 256)),
             nn.Tanh(),
@@ -239,19 +242,24 @@ class Agent(nn.Module):
             layer_init(nn.Linear(64, num_actions), std=0.01),
         )
 
-    def get_value(self, x):
-        return self.critic(x)
+    def amp(self):
+        """--bf16: the matrix products of gradient passes (the PPO update's minibatches) in bfloat16,
+        outputs cast back to float32; rollout steps (16 rows, no gradient) run faster in float32."""
+        return self.bf16 and torch.is_grad_enabled()
 
-    def get_int_value(self, x):
-        return self.critic_int(self.critic[:-1](x))
+    def get_value(self, x):
+        """Task and intrinsic values, the critic's body run once."""
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
+            hidden = self.critic[:-1](x)
+            return self.critic[-1](hidden).float(), self.critic_int(hidden).float()
 
     def get_action_and_value(self, x, action=None):
-        logits = self.actor(x)
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
+            logits = self.actor(x).float()
         probs = Categorical(logits=logits)
         if action is None:
             action = probs.sample()
-        hidden = self.critic[:-1](x)
-        return action, probs.log_prob(action), probs.entropy(), self.critic[-1](hidden), self.critic_int(hidden)
+        return action, probs.log_prob(action), probs.entropy(), *self.get_value(x)
 
 
 class ExternalModel(nn.Module):
@@ -514,14 +522,14 @@ if __name__ == "__main__":
         envs.call("set_correct_key_color", phase_colors[0])
     info_keys = () if args.model_target == "forward" else (args.model_target,)
 
-    agent = Agent(obs_dim, num_actions).to(device)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    agent = Agent(obs_dim, num_actions, args.bf16).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     model = ExternalModel(
         obs_dim, num_actions, args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian,
         args.model_nll_beta
     )
     model = model.to(device)
-    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate)
+    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
     eval_generator = torch.Generator(device).manual_seed(args.seed)  # logging's own draws: training ignores --eval-every
 
     def heldout_sets(phase):
@@ -583,7 +591,7 @@ if __name__ == "__main__":
                 real_next_obs = torch.tensor(true_next_obs(next_obs_np, infos, done), device=device)
                 if truncation.any():  # a truncated episode bootstraps from its final observation
                     with torch.no_grad():
-                        final_values[step, truncation] = agent.get_value(real_next_obs[truncation]).flatten()
+                        final_values[step, truncation] = agent.get_value(real_next_obs[truncation])[0].flatten()
                 rewards[step] = torch.tensor(reward, device=device).view(-1)
                 if args.no_task_reward or global_step < args.reward_warmstart:
                     rewards[step] = 0.0
@@ -626,13 +634,12 @@ if __name__ == "__main__":
 
             # bootstrap value if not done
             with torch.no_grad():
-                next_value = agent.get_value(next_obs).reshape(1, -1)
+                next_value, next_int_value = (v.reshape(1, -1) for v in agent.get_value(next_obs))
                 next_values = torch.cat([values[1:], next_value])
                 next_values = torch.where(dones.bool() & ~terminations.bool(), final_values, next_values)
                 advantages, returns = compute_gae(
                     rewards, values, next_values, terminations, dones, args.gamma, args.gae_lambda
                 )
-                next_int_value = agent.get_int_value(next_obs).reshape(1, -1)
                 int_advantages, int_returns = intrinsic_advantages(
                     int_rewards, int_values, next_int_value, args.int_gamma, args.gae_lambda
                 )

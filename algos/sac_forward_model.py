@@ -362,22 +362,22 @@ if __name__ == "__main__":
     qf2_target = SoftQNetwork(obs_dim, action_dim).to(device)
     qf1_target.load_state_dict(qf1.state_dict())
     qf2_target.load_state_dict(qf2.state_dict())
-    q_optimizer = optim.Adam(list(qf1.parameters()) + list(qf2.parameters()), lr=args.q_lr)
-    actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.policy_lr)
+    q_optimizer = optim.Adam(list(qf1.parameters()) + list(qf2.parameters()), lr=args.q_lr, fused=True)
+    actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.policy_lr, fused=True)
 
     # Automatic entropy tuning
     if args.autotune:
         target_entropy = -float(action_dim)
         log_alpha = torch.tensor(np.log(args.alpha), dtype=torch.float32, device=device, requires_grad=True)
         alpha = log_alpha.exp().item()
-        a_optimizer = optim.Adam([log_alpha], lr=args.q_lr)
+        a_optimizer = optim.Adam([log_alpha], lr=args.q_lr, fused=True)
     else:
         alpha = args.alpha
 
     rb = ReplayBuffer(min(args.buffer_size, args.total_timesteps), obs_dim, action_dim)
     fm = ForwardModel(obs_dim, action_dim, args.fm_hidden_size, args.fm_layers, args.fm_activation, args.fm_gaussian)
     fm = fm.to(device)
-    fm_optimizer = optim.Adam(fm.parameters(), lr=args.fm_learning_rate)
+    fm_optimizer = optim.Adam(fm.parameters(), lr=args.fm_learning_rate, fused=True)
     transitions = TransitionSet(args.total_timesteps, obs_dim, action_dim, args.fm_eval_fraction, args.seed)
     fm_train_loss = float("nan")
 

@@ -4,6 +4,7 @@
     python -m common.benchmark --algos --num-envs 64 --vector-envs minigrid batched    # raw env only
     python -m common.benchmark --profile --vector-envs minigrid                          # where the time goes
     python -m common.benchmark --poi --algos ppo_poi_disagreement ppo_poi_ensemble ppo_poi_grad  # the POI alone
+    python -m common.benchmark --algos ppo --vector-envs batched --compare HEAD~1 --variant=--bf16
 
 Rounds interleave the measurements so that load from elsewhere on the machine hits them
 alike; the table gives medians and the ratio of medians.
@@ -31,6 +32,14 @@ from envs import BatchedColorDoorKey, OneHotFlatObs, is_color_door_key, resolve_
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def export_revision(ref: str, into: Path) -> Path:
+    """The files of git revision `ref` of this repository, written into `into` (which is returned)."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
 def raw_env_steps_per_second(env_id: str, num_envs: int, num_steps: int, vector_env: str, seed: int = 0) -> float:
     """Random actions through the vector env and wrappers the algorithm files use."""
     if vector_env == "batched":
@@ -49,10 +58,10 @@ def raw_env_steps_per_second(env_id: str, num_envs: int, num_steps: int, vector_
     return len(actions) * num_envs / elapsed
 
 
-def training_sps(algo: str, env: str, total_timesteps: int, extra: list[str]) -> float:
-    """The last `charts/SPS` an algorithm file logs (global steps over wall time since its start)."""
+def training_sps(algo: str, env: str, total_timesteps: int, extra: list[str], root: Path = ROOT) -> float:
+    """The last `charts/SPS` an algorithm file (of the checkout at `root`) logs: global steps over wall time since its start."""
     with tempfile.TemporaryDirectory() as runs_dir:
-        cmd = [sys.executable, str(ROOT / "algos" / f"{algo}.py"), "--env", env,
+        cmd = [sys.executable, str(root / "algos" / f"{algo}.py"), "--env", env,
                "--total-timesteps", str(total_timesteps), "--runs-dir", runs_dir, *extra]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:
@@ -164,6 +173,10 @@ def main() -> None:
     parser.add_argument("--extra", default="", help="more flags for every training run, one string")
     parser.add_argument("--vector-envs", nargs="+", default=["minigrid"], choices=["minigrid", "batched"],
                         help="vector env implementations to measure, raw and in training")
+    parser.add_argument("--compare", nargs="*", default=[], metavar="REF",
+                        help="git revisions whose algorithm files run side by side with this checkout's")
+    parser.add_argument("--variant", action="append", default=[], metavar="FLAGS",
+                        help="a flag set measured as a row of its own beside the defaults, e.g. --variant=--bf16 (repeatable)")
     parser.add_argument("--profile", action="store_true", help="instead: profile each algorithm once (cProfile)")
     parser.add_argument("--poi", action="store_true", help=f"instead: time the POI computation of {', '.join(POI_FIELDS)}")
     parser.add_argument("--poi-steps", type=int, default=2048, help="transitions the POI is computed on (--poi)")
@@ -177,6 +190,10 @@ def main() -> None:
             raise ValueError(f"the batched env is ColorDoorKey only, got {args.env}")
         if args.rounds < 1 or args.poi_steps < 1:
             raise ValueError(f"--rounds and --poi-steps must be positive, got {args.rounds} and {args.poi_steps}")
+        for ref in args.compare:
+            verify = ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"]
+            if subprocess.run(verify, capture_output=True).returncode:
+                raise ValueError(f"--compare: {ref} is not a revision of the git repository at {ROOT}")
         if args.poi and not is_color_door_key(env_id):
             raise ValueError(f"--poi times the key-distance model too, which needs ColorDoorKey, got {args.env}")
         if args.poi and set(args.algos) - set(POI_FIELDS):
@@ -193,26 +210,30 @@ def main() -> None:
             for vector_env in args.vector_envs:
                 profile(algo, args.env, args.total_timesteps, [*extra, "--vector-env", vector_env])
         return
-    names = [(f"raw env [{v}]", None, v) for v in args.vector_envs]
-    names += [(f"{algo} [{v}]", algo, v) for algo in args.algos for v in args.vector_envs]
-    results: dict[str, list[float]] = {name: [] for name, _, _ in names}
-    for round_ in range(args.rounds):
-        for name, algo, vector_env in names:
-            if algo is None:
-                value = raw_env_steps_per_second(env_id, args.num_envs, args.raw_steps, vector_env, seed=round_)
-            else:
-                value = training_sps(algo, args.env, args.total_timesteps, [*extra, "--vector-env", vector_env])
-            results[name].append(value)
-        print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in results.items()))
+    with tempfile.TemporaryDirectory() as checkouts:
+        names = [(f"raw env [{v}]", None, v, ROOT, []) for v in args.vector_envs]
+        runs = [("", ROOT, flags) for flags in ["", *args.variant]]  # the variants on this checkout, the revisions at their defaults
+        runs += [(f" @{ref}", export_revision(ref, Path(checkouts) / str(i)), "") for i, ref in enumerate(args.compare)]
+        names += [(f"{algo} [{v}]{f' {flags}' if flags else ''}{at}", algo, v, root, flags.split())
+                  for algo in args.algos for v in args.vector_envs for at, root, flags in runs]  # fmt: skip
+        results: dict[str, list[float]] = {name: [] for name, *_ in names}
+        for round_ in range(args.rounds):
+            for name, algo, vector_env, root, flags in names:
+                if algo is None:
+                    value = raw_env_steps_per_second(env_id, args.num_envs, args.raw_steps, vector_env, seed=round_)
+                else:
+                    value = training_sps(algo, args.env, args.total_timesteps, [*extra, "--vector-env", vector_env, *flags],
+                                         root)  # fmt: skip
+                results[name].append(value)
+            print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in results.items()))
 
-    base_name = names[0][0]
-    base = statistics.median(results[base_name])
+    bases = [names[0][0], *[name for name, algo, *_ in names if algo is not None][:1]]  # the raw env, the first training row
     print(f"\n{args.env}, {args.num_envs} envs, {args.rounds} rounds, extra flags: {args.extra or '-'}\n")
-    print(f"| what | steps/s (median) | rounds | ratio to {base_name} |\n|-|-|-|-|")
+    print(f"| what | steps/s (median) | rounds | {' | '.join(f'ratio to {b}' for b in bases)} |\n|-|-|-|{'-|' * len(bases)}")
     for name, values in results.items():
         median = statistics.median(values)
-        print(f"| {name} | {median:.0f} | {', '.join(f'{v:.0f}' for v in values)} | {median / base:.2f} |")
-
+        ratios = " | ".join(f"{median / statistics.median(results[b]):.2f}" for b in bases)
+        print(f"| {name} | {median:.0f} | {', '.join(f'{v:.0f}' for v in values)} | {ratios} |")
 
 if __name__ == "__main__":
     main()

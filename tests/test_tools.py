@@ -6,6 +6,7 @@ import sys
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from common.benchmark import poi_measurements
 from common.heldout import random_policy_transitions
@@ -69,3 +70,15 @@ def test_benchmark_times_each_poi_field_on_distinct_inputs_and_rejects_bad_flags
     for flags, message in bad:
         proc = subprocess.run([sys.executable, "-m", "common.benchmark", "--poi", *flags], capture_output=True, text=True)
         assert proc.returncode == 1 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_benchmark_compare_exports_a_revision_and_rejects_unknown_ones(tmp_path):
+    from common.benchmark import ROOT, export_revision
+
+    head = subprocess.run(["git", "-C", str(ROOT), "show", "HEAD:algos/ppo.py"], capture_output=True)
+    if head.returncode:
+        pytest.skip("not a git checkout")
+    assert (export_revision("HEAD", tmp_path / "head") / "algos" / "ppo.py").read_bytes() == head.stdout
+    proc = subprocess.run([sys.executable, "-m", "common.benchmark", "--compare", "no-such-revision"], capture_output=True,
+                          text=True, cwd=ROOT)  # fmt: skip
+    assert proc.returncode == 1 and "not a revision" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
