@@ -1,4 +1,4 @@
-# docs and results: README.md#ppopy
+# docs: docs/algorithms/ppo.md
 import os
 import random
 import sys

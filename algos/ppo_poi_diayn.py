@@ -1,4 +1,4 @@
-# docs and results: README.md#ppo_poi_diayn.py
+# docs: docs/algorithms/ppo_poi_diayn.md
 import os
 import random
 import sys

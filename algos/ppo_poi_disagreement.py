@@ -1,4 +1,4 @@
-# docs and results: README.md#ppo_poi_disagreementpy
+# docs: docs/algorithms/ppo_poi_disagreement.md
 import os
 import random
 import sys

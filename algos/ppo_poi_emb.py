@@ -1,4 +1,4 @@
-# docs and results: README.md#ppo_poi_embpy
+# docs: docs/algorithms/ppo_poi_emb.md
 import os
 import random
 import sys
@@ -894,7 +894,6 @@ if __name__ == "__main__":
             with torch.no_grad():
                 raw = emb_net.raw(*sample_sets(*emb_pool, args.num_envs, args.emb_set_size))
             writer.add_scalar("emb/raw_norm", raw.norm(dim=-1).mean().item(), global_step)
-            writer.add_scalar("emb/norm", next_emb.norm(dim=-1).mean().item(), global_step)
             for i, projection in enumerate(projections @ next_emb.cpu().T):
                 writer.add_scalar(f"emb/projection_{i}", projection.mean().item(), global_step)
             mean_return = np.mean(iteration_returns) if iteration_returns else float("nan")

@@ -1,4 +1,4 @@
-# docs and results: README.md#ppo_poi_ensemblepy
+# docs: docs/algorithms/ppo_poi_ensemble.md
 import os
 import random
 import sys

@@ -1,4 +1,4 @@
-# docs and results: README.md#ppo_poi_gradpy
+# docs: docs/algorithms/ppo_poi_grad.md
 import os
 import random
 import sys

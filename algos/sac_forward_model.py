@@ -1,4 +1,4 @@
-# docs and results: README.md#sac_forward_modelpy
+# docs: docs/algorithms/sac_forward_model.md
 import os
 import random
 import sys

@@ -5,6 +5,7 @@
     python -m common.benchmark --profile --vector-envs minigrid                          # where the time goes
     python -m common.benchmark --poi --algos ppo_poi_disagreement ppo_poi_ensemble ppo_poi_grad  # the POI alone
     python -m common.benchmark --algos ppo --vector-envs batched --compare HEAD~1 --variant=--bf16
+    python -m common.benchmark --update --algos ppo ppo_poi_ensemble   # one PPO minibatch update, optimiser and precision
 
 Rounds interleave the measurements so that load from elsewhere on the machine hits them
 alike; the table gives medians and the ratio of medians.
@@ -106,6 +107,45 @@ def profile(algo: str, env: str, total_timesteps: int, extra: list[str]) -> None
             print(f"| {label} | {seconds:.2f} | {seconds / script:.0%} |")
 
 
+def update_table(algos: list[str], batch: int, rounds: int, reps: int = 50) -> None:
+    """Milliseconds of one PPO minibatch update of each file's `Agent` (980-wide views with ~15% ones,
+    7 actions, a PPO-shaped loss, backward, gradient clipping, Adam), per optimiser path and precision."""
+    import torch
+
+    torch.set_num_threads(1)
+    print(f"\none PPO minibatch update, batch {batch}, one thread, median of {rounds} x {reps} updates (ms)\n")
+    print("| file | Adam, float32 | fused Adam, float32 | fused Adam, --bf16 |\n|-|-|-|-|")
+    for algo in algos:
+        module = importlib.import_module(f"algos.{algo}")
+        generator = torch.Generator().manual_seed(0)
+        x = (torch.rand(batch, 980, generator=generator) < 0.15).float()
+        actions = torch.randint(7, (batch,), generator=generator)
+        cells = []
+        for fused, bf16 in ((False, False), (True, False), (True, True)):
+            agent = module.Agent(980, 7, bf16=bf16)
+            optimizer = torch.optim.Adam(agent.parameters(), lr=5e-4, eps=1e-5, fused=fused)
+
+            def update():
+                _, logprob, entropy, *values = agent.get_action_and_value(x, actions)
+                loss = -logprob.exp().mean() - 0.01 * entropy.mean() + sum(0.5 * (v**2).mean() for v in values)
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
+                optimizer.step()
+
+            for _ in range(10):  # warm-up
+                update()
+            times = []
+            for _ in range(rounds):
+                start = time.perf_counter()
+                for _ in range(reps):
+                    update()
+                times.append(1000 * (time.perf_counter() - start) / reps)
+            cells.append(f"{statistics.median(times):.2f}")
+        print(f"| {algo} | {' | '.join(cells)} |")
+
+
+UPDATE_FILES = ["ppo", "ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_diayn", "ppo_poi_emb"]
 POI_FIELDS = {  # file: (its ExternalModel's extra arguments, its poi_values' extra arguments), the files' defaults
     "ppo_poi_disagreement": ({}, {"num_samples": 30}),
     "ppo_poi_ensemble": ({"num_members": 5}, {}),
@@ -177,6 +217,8 @@ def main() -> None:
                         help="git revisions whose algorithm files run side by side with this checkout's")
     parser.add_argument("--variant", action="append", default=[], metavar="FLAGS",
                         help="a flag set measured as a row of its own beside the defaults, e.g. --variant=--bf16 (repeatable)")
+    parser.add_argument("--update", action="store_true", help="instead: time one PPO minibatch update of each file's agent")
+    parser.add_argument("--update-batch", type=int, default=512, help="minibatch size (--update)")
     parser.add_argument("--profile", action="store_true", help="instead: profile each algorithm once (cProfile)")
     parser.add_argument("--poi", action="store_true", help=f"instead: time the POI computation of {', '.join(POI_FIELDS)}")
     parser.add_argument("--poi-steps", type=int, default=2048, help="transitions the POI is computed on (--poi)")
@@ -188,8 +230,11 @@ def main() -> None:
             raise ValueError(f"no algorithm file for {missing} under {ROOT / 'algos'}")
         if "batched" in args.vector_envs and not is_color_door_key(env_id):
             raise ValueError(f"the batched env is ColorDoorKey only, got {args.env}")
-        if args.rounds < 1 or args.poi_steps < 1:
-            raise ValueError(f"--rounds and --poi-steps must be positive, got {args.rounds} and {args.poi_steps}")
+        if args.rounds < 1 or args.poi_steps < 1 or args.update_batch < 1:
+            raise ValueError(f"--rounds, --poi-steps and --update-batch must be positive, got {args.rounds}, "
+                             f"{args.poi_steps} and {args.update_batch}")  # fmt: skip
+        if args.update and set(args.algos) - set(UPDATE_FILES):
+            raise ValueError(f"--update knows {', '.join(UPDATE_FILES)}, got {sorted(set(args.algos) - set(UPDATE_FILES))}")
         for ref in args.compare:
             verify = ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"]
             if subprocess.run(verify, capture_output=True).returncode:
@@ -201,6 +246,9 @@ def main() -> None:
     except ValueError as error:
         sys.exit(f"error: {error}")
 
+    if args.update:
+        update_table(args.algos, args.update_batch, args.rounds)
+        return
     if args.poi:
         poi_table(args.algos, env_id, args.poi_steps, args.rounds)
         return

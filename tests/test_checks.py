@@ -70,3 +70,10 @@ def test_diayn_rejects_bad_skill_flags(flags):
     module = importlib.import_module("algos.ppo_poi_diayn")
     with pytest.raises(ValueError, match="must be a finite number"):
         module.check_args(module.Args(**flags))
+
+
+@pytest.mark.parametrize("name, flags", [("ppo_poi_disagreement", {"mc_samples": 1}), ("ppo_poi_ensemble", {"ensemble_size": 1})])
+def test_interest_fields_need_two_samples_to_disagree(name, flags):
+    module = importlib.import_module(f"algos.{name}")
+    with pytest.raises(ValueError):
+        module.check_args(module.Args(**flags))

@@ -75,7 +75,7 @@ def test_discriminator_tells_apart_skills_that_visit_disjoint_states():
     assert wrong.mean() < -1.0
 
 
-def test_skill_sampler_draws_the_most_interesting_skill_most_often():
+def test_skill_distribution_matches_a_hand_worked_case():
     num_skills, uniform_weight = 5, 0.3
     labels = torch.tensor([0, 0, 1, 1, 2, 2, 2, 3])  # skill 4: no state
     poi = torch.tensor([1.0, 3.0, 1.0, 1.0, 6.0, 4.0, 5.0, 0.5])
@@ -84,13 +84,7 @@ def test_skill_sampler_draws_the_most_interesting_skill_most_often():
     expected_poi = torch.tensor([2.0, 1.0, 5.0, 0.5, 21.5 / 8])
     assert torch.allclose(per_skill, expected_poi)
     expected = uniform_weight / num_skills + (1 - uniform_weight) * expected_poi / expected_poi.sum()
-    assert torch.allclose(probs, expected) and probs.sum().item() == pytest.approx(1.0)
-    draws = 20_000
-    counts = torch.bincount(torch.multinomial(probs, draws, replacement=True, generator=torch.Generator().manual_seed(0)),
-                            minlength=num_skills).numpy()  # fmt: skip
-    assert counts.argmax() == 2
-    sigma = np.sqrt(draws * expected.numpy() * (1 - expected.numpy()))
-    assert np.all(np.abs(counts - draws * expected.numpy()) < 4 * sigma)
+    assert torch.allclose(probs, expected)
     # uniform prior weight 1 is plain DIAYN: every skill alike; a low temperature sharpens towards skill 2
     uniform, _ = diayn.skill_distribution(labels, poi, num_skills, 1.0, temperature=1.0)
     assert torch.allclose(uniform, torch.full((num_skills,), 0.2))
@@ -121,7 +115,6 @@ def test_interest_embedding_is_invariant_to_the_order_of_the_set():
     e = net(states, poi)
     perm = torch.randperm(10)
     assert torch.allclose(e, net(states[:, perm], poi[:, perm]), atol=1e-6)
-    assert torch.allclose(e.norm(dim=-1), torch.ones(3))
     assert not torch.allclose(e, net(states, poi.flip(-1)), atol=1e-3)  # the POI values matter
 
 
@@ -154,7 +147,7 @@ def test_interest_embedding_learns_to_predict_poi_from_the_set(seed):
 
 DIAYN_METRICS = {"diayn/disc_loss", "diayn/disc_accuracy", "diayn/reward_mean", "skills/frequency_0", "skills/prob_4",
                  "poi/skill_4", "poi/mean", "poi/eval_mean", "losses/diayn_value_loss"}
-EMB_METRICS = {"emb/loss", "emb/norm", "emb/raw_norm", "emb/projection_0", "emb/projection_2", "poi/mean",
+EMB_METRICS = {"emb/loss", "emb/raw_norm", "emb/projection_0", "emb/projection_2", "poi/mean",
                "poi/intrinsic_reward_mean", "poi/eval_mean", "losses/int_value_loss"}
 DIAYN = ["--num-skills", "5", "--skill-warmstart", "512"]
 
@@ -173,9 +166,8 @@ def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script, f
     if "diayn" in script:
         probs = np.array([[v for _, v in scalars[f"skills/prob_{k}"]] for k in range(5)])
         assert np.allclose(probs.sum(0), 1.0) and np.allclose(probs[:, 0], 0.2)  # uniform during the warm start
-        assert 0.0 <= min(v for _, v in scalars["diayn/disc_accuracy"]) <= 1.0
-    else:
-        assert np.allclose([v for _, v in scalars["emb/norm"]], 1.0)
+        correct = np.array([v for _, v in scalars["diayn/disc_accuracy"]]) * 2 * 128  # a share of the rollout's 256 steps
+        assert np.allclose(correct, np.round(correct), atol=1e-3)
 
 
 @pytest.mark.parametrize("script, flags", [

@@ -104,27 +104,39 @@ def test_same_seed_gives_identical_scalars(tmp_path):
     assert other["losses/value_loss"] != logs[0]["losses/value_loss"]
 
 
-@pytest.mark.parametrize(
-    "flags, message",
-    [
-        (["--env", "ColorDoorKey-7x7"], "unknown env 'ColorDoorKey-7x7'; known names: ColorDoorKey,"),
-        (["--correct-key-colors", "red", "pink"], "unknown colour 'pink'"),
-        (["--num-minibatches", "3"], "not divisible by --num-minibatches=3"),
-        (["--num-envs", "0"], "--num-envs must be positive"),
-        (["--total-timesteps=-5"], "--total-timesteps must be positive"),
-        (["--change-steps", "600", "300", "--correct-key-colors", "red", "blue", "red"], "strictly increasing"),
-        (["--total-timesteps", "2048", "--change-steps", "5000"], "must lie in (0, total-timesteps=2048)"),
-        (["--change-steps", "500", "--correct-key-colors", "red", "blue", "red"], "1 change step(s) make 2 phase(s)"),
-        (["--env", "MiniGrid-Empty-5x5-v0", "--model-target", "key_distance"], "needs a ColorDoorKey env"),
-        (["--total-timesteps", "100"], "smaller than one batch"),
-        (["--model-dropout", "1.0"], "--model-dropout must be in [0, 1)"),
-        (["--eval-episode-steps", "0"], "--eval-episode-steps must be positive"),
-        (["--model-hidden-sizes", "256", "0"], "--model-hidden-sizes must be positive sizes"),
-        (["--env", "MiniGrid-Empty-5x5-v0", "--vector-env", "batched"], "--vector-env batched needs a ColorDoorKey env"),
-        (["--vector-env", "batched", "--capture-video"], "--capture-video needs --vector-env minigrid"),
-    ],
-)
+BAD_INPUT = [
+    (["--env", "ColorDoorKey-7x7"], "unknown env 'ColorDoorKey-7x7'; known names: ColorDoorKey,"),
+    (["--correct-key-colors", "red", "pink"], "unknown colour 'pink'"),
+    (["--num-minibatches", "3"], "not divisible by --num-minibatches=3"),
+    (["--num-envs", "0"], "--num-envs must be positive"),
+    (["--total-timesteps=-5"], "--total-timesteps must be positive"),
+    (["--change-steps", "600", "300", "--correct-key-colors", "red", "blue", "red"], "strictly increasing"),
+    (["--total-timesteps", "2048", "--change-steps", "5000"], "must lie in (0, total-timesteps=2048)"),
+    (["--change-steps", "500", "--correct-key-colors", "red", "blue", "red"], "1 change step(s) make 2 phase(s)"),
+    (["--env", "MiniGrid-Empty-5x5-v0", "--model-target", "key_distance"], "needs a ColorDoorKey env"),
+    (["--total-timesteps", "100"], "smaller than one batch"),
+    (["--model-dropout", "1.0"], "--model-dropout must be in [0, 1)"),
+    (["--eval-episode-steps", "0"], "--eval-episode-steps must be positive"),
+    (["--model-hidden-sizes", "256", "0"], "--model-hidden-sizes must be positive sizes"),
+    (["--env", "MiniGrid-Empty-5x5-v0", "--vector-env", "batched"], "--vector-env batched needs a ColorDoorKey env"),
+    (["--vector-env", "batched", "--capture-video"], "--capture-video needs --vector-env minigrid"),
+]
+
+
+@pytest.mark.parametrize("flags, message", BAD_INPUT)
+def test_bad_input_is_rejected_with_a_message_naming_it(flags, message):
+    import tyro
+
+    from algos import ppo
+
+    with pytest.raises(ValueError) as error:
+        ppo.check_args(tyro.cli(ppo.Args, args=flags))
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("flags, message", [BAD_INPUT[0], BAD_INPUT[6]])
 def test_bad_input_fails_fast_with_one_line(tmp_path, flags, message):
+    """The command-line path of the cases above: one line on stderr, a non-zero exit, no run started."""
     proc = run(tmp_path, *flags, check=False)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: ")
@@ -155,14 +167,28 @@ def test_poi_files_log_everything_ppo_logs_and_poi(tmp_path, script, target):
 
 
 @pytest.mark.parametrize("script", POI_FILES)
-def test_poi_files_take_their_reward_flags_and_reject_bad_ones(tmp_path, script):
-    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "512", "--no-task-reward",
-        "--reward-warmstart", "256", "--int-coef", "0.5", "--ext-coef", "1.0", "--int-gamma", "0.9", script=script)  # fmt: skip
-    bad = {"ppo_poi_disagreement": ["--mc-samples", "1"], "ppo_poi_ensemble": ["--ensemble-size", "1"],
-           "ppo_poi_grad": ["--num-envs", "0"]}[Path(script).stem]  # fmt: skip
-    (tmp_path / "bad").mkdir()
-    proc = run(tmp_path / "bad", *bad, script=script, check=False)
-    assert proc.returncode != 0 and proc.stderr.startswith("error: ")
+def test_reward_flags_change_the_update(tmp_path, script):
+    """On MiniGrid-Empty-5x5 a random policy is rewarded within the first rollout. --int-coef mixes the
+    intrinsic advantage into the first update; --no-task-reward changes the run once a task reward
+    comes (which is still logged); with both weights 0 nothing is left to follow: the policy loss is 0."""
+    flags = (*SMALL, "--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "768", "--seed", "3")
+
+    def scalars(*extra):
+        folder = tmp_path / ("_".join(extra) or "defaults")
+        folder.mkdir()
+        run(folder, *flags, *extra, script=script)
+        return read_scalars(only_run_dir(folder))
+
+    def policy_losses(logged):
+        return [v for _, v in logged["losses/policy_loss"]]
+
+    default = scalars()
+    assert max(v for _, v in default["charts/episodic_return"]) > 0  # task rewards came
+    assert policy_losses(scalars("--int-coef", "0.5"))[0] != policy_losses(default)[0]
+    no_task = scalars("--no-task-reward")
+    assert max(v for _, v in no_task["charts/episodic_return"]) > 0
+    assert no_task["losses/value_loss"] != default["losses/value_loss"]
+    assert policy_losses(scalars("--int-coef", "0", "--ext-coef", "0")) == [0.0, 0.0, 0.0]
 
 
 @pytest.mark.parametrize("script", ["algos/ppo.py", "algos/ppo_poi_ensemble.py"])
