@@ -135,9 +135,9 @@ class Args:
     num_skills: int = 8
     """number of skills z; the policy and the values see the observation and a one-hot z"""
     diayn_coef: float = 1.0
-    """coefficient of the DIAYN advantages (reward log q(z|s') - log p(z), p uniform)"""
+    """weight of the DIAYN advantages (reward log q(z|s') - log p(z), p uniform; normalised per minibatch before weighting)"""
     ext_coef: float = 2.0
-    """coefficient of the extrinsic advantages"""
+    """weight of the task advantages (each kind normalised per minibatch before weighting)"""
     uniform_prior_weight: float = 0.5
     """weight of the uniform distribution in the skill distribution; 1 = plain online DIAYN (POI unused)"""
     skill_temperature: float = 1.0
@@ -843,7 +843,8 @@ if __name__ == "__main__":
             b_obs = agent_input(obs.reshape((-1, obs_dim)), skills.reshape(-1), args.num_skills)
             b_logprobs = logprobs.reshape(-1)
             b_actions = actions.reshape(-1)
-            b_advantages = (args.ext_coef * advantages + args.diayn_coef * diayn_advantages).reshape(-1)
+            b_advantages = advantages.reshape(-1)
+            b_diayn_advantages = diayn_advantages.reshape(-1)
             b_returns = returns.reshape(-1)
             b_values = values.reshape(-1)
             b_diayn_returns = diayn_returns.reshape(-1)
@@ -869,9 +870,11 @@ if __name__ == "__main__":
                         approx_kl = ((ratio - 1) - logratio).mean()
                         clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
 
-                    mb_advantages = b_advantages[mb_inds]
-                    if args.norm_adv:
+                    mb_advantages, mb_diayn_advantages = b_advantages[mb_inds], b_diayn_advantages[mb_inds]
+                    if args.norm_adv:  # each on its own: --diayn-coef weighs them, whatever their scales
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+                        mb_diayn_advantages = (mb_diayn_advantages - mb_diayn_advantages.mean()) / (mb_diayn_advantages.std() + 1e-8)
+                    mb_advantages = args.ext_coef * mb_advantages + args.diayn_coef * mb_diayn_advantages
 
                     # Policy loss
                     pg_loss1 = -mb_advantages * ratio

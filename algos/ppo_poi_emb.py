@@ -132,9 +132,9 @@ class Args:
     ensemble_size: int = 5
     """members of the external model's ensemble (interest field `ensemble`)"""
     int_coef: float = 1.0
-    """coefficient of the intrinsic advantages"""
+    """weight of the intrinsic advantages (each kind normalised per minibatch before weighting)"""
     ext_coef: float = 2.0
-    """coefficient of the extrinsic advantages"""
+    """weight of the task advantages (each kind normalised per minibatch before weighting)"""
     int_gamma: float = 0.99
     """discount of the non-episodic intrinsic return"""
     int_scale_decay: float = 0.95
@@ -807,7 +807,8 @@ if __name__ == "__main__":
             b_obs = torch.cat([obs, embeddings], -1).reshape((-1, obs_dim + args.emb_size))
             b_logprobs = logprobs.reshape(-1)
             b_actions = actions.reshape(-1)
-            b_advantages = (args.ext_coef * advantages + args.int_coef * int_advantages).reshape(-1)
+            b_advantages = advantages.reshape(-1)
+            b_int_advantages = int_advantages.reshape(-1)
             b_returns = returns.reshape(-1)
             b_values = values.reshape(-1)
             b_int_returns = int_returns.reshape(-1)
@@ -833,9 +834,11 @@ if __name__ == "__main__":
                         approx_kl = ((ratio - 1) - logratio).mean()
                         clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
 
-                    mb_advantages = b_advantages[mb_inds]
-                    if args.norm_adv:
+                    mb_advantages, mb_int_advantages = b_advantages[mb_inds], b_int_advantages[mb_inds]
+                    if args.norm_adv:  # each on its own: --int-coef weighs them, whatever their scales
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+                        mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (mb_int_advantages.std() + 1e-8)
+                    mb_advantages = args.ext_coef * mb_advantages + args.int_coef * mb_int_advantages
 
                     # Policy loss
                     pg_loss1 = -mb_advantages * ratio

@@ -249,6 +249,24 @@ def curves(runs: list[RunInfo], span: int, reps: int, seed: int, points: int = 1
     return out
 
 
+def curve_agreement(curve_data: dict, baseline: str) -> list[dict]:
+    """Per env, method and curve: the share of grid points where the method's IQM lies in the
+    baseline's 95% CI band and the baseline's IQM in the method's ("within each other's CIs")."""
+    rows = []
+    for env, data in curve_data.items():
+        base = data["methods"].get(baseline, {})
+        for method, per_tag in data["methods"].items():
+            if method == baseline:
+                continue
+            for name, curve in per_tag.items():
+                if name not in base:
+                    continue
+                b, m = ({k: np.asarray(v) for k, v in c.items()} for c in (base[name], curve))
+                inside = (b["low"] <= m["iqm"]) & (m["iqm"] <= b["high"]) & (m["low"] <= b["iqm"]) & (b["iqm"] <= m["high"])
+                rows.append({"env": env, "method": method, "curve": name, "share": float(inside.mean())})
+    return rows
+
+
 def plot(curve_data: dict, rows: list[dict], baseline: str | None, out: Path) -> list[Path]:
     import matplotlib
 
@@ -311,7 +329,7 @@ def finish_figure(fig, axes, title: str, path: Path) -> Path:
     return path
 
 
-def markdown(rows: list[dict], settings: dict, notes: list[str]) -> str:
+def markdown(rows: list[dict], settings: dict, notes: list[str], agreement: list[dict] = ()) -> str:
     def cell(estimate: dict | None, steps: bool) -> str:
         if not estimate:
             return "-"
@@ -340,6 +358,12 @@ def markdown(rows: list[dict], settings: dict, notes: list[str]) -> str:
                  "smoothed loss first falls below the threshold after having been at or above it (0 if it never was); "
                  "a run that never gets there counts with the phase's length. Normalised: divided by the baseline's "
                  "IQM (below 1 = faster).")  # fmt: skip
+    if agreement:
+        lines += ["", f"### curves against {settings['baseline']}", "",
+                  "Share of the curve's grid points (smoothed, up to the end of the shortest run) where the method's "
+                  "IQM lies in the baseline's 95% CI band and the baseline's IQM in the method's.", "",
+                  "| env | method | curve | share within each other's CIs |", "|-|-|-|-|"]  # fmt: skip
+        lines += [f"| {r['env']} | {r['method']} | {r['curve']} | {r['share']:.2f} |" for r in agreement]
     if notes:
         lines += ["", "Notes:", *[f"- {note}" for note in notes]]
     return "\n".join(lines) + "\n"
@@ -420,11 +444,12 @@ def main(argv: list[str] | None = None) -> int:
     plots = plot(curve_data, rows, args.baseline, out)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("folders", "out")}
     settings["folders"] = [str(f) for f in args.folders]
-    results = {"settings": settings, "notes": notes, "aggregates": rows, "curves": curve_data,
+    agreement = curve_agreement(curve_data, args.baseline) if args.baseline is not None else []
+    results = {"settings": settings, "notes": notes, "aggregates": rows, "curves": curve_data, "curve_agreement": agreement,
                "runs": [{"run": run.path.name, "env": run.env, "method": run.method, "seed": run.seed,
                          "finished": run.finished, "phases": run.phases} for run in usable]}  # fmt: skip
     (out / "results.json").write_text(json.dumps(results, indent=1))
-    table = markdown(rows, settings, notes)
+    table = markdown(rows, settings, notes, agreement)
     (out / "results.md").write_text(table)
     print(table)
     print(f"wrote {out / 'results.json'}, {out / 'results.md'}, {', '.join(p.name for p in plots)}")

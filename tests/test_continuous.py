@@ -98,6 +98,7 @@ def test_goal_observations_are_flattened():
 SAC_SMALL = ["--total-timesteps", "1200", "--learning-starts", "400", "--fm-retrain-every", "400", "--batch-size", "64"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["Pendulum-v1", "HalfCheetah-v5", "FetchReach-v4"])
 def test_sac_runs_and_retrains_the_forward_model_every_n_steps(tmp_path, env_id):
     run(tmp_path, "--env", env_id, *SAC_SMALL, "--save-model", "--fm-gaussian", script="algos/sac_forward_model.py")

@@ -136,7 +136,8 @@ def test_intrinsic_advantages_carry_the_reward_across_episode_ends():
     assert (changed[:3] == 2 * adv[:3]).all()
 
 
-SCALED_FILES = ("ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_emb", "ppo_continuous_poi_ensemble")
+SCALED_FILES = ("ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_emb",
+                "ppo_continuous_poi_ensemble")
 
 
 @pytest.mark.parametrize("name", SCALED_FILES)

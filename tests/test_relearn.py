@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -73,6 +74,7 @@ def measure(target, hidden_sizes, dropout, rollouts_per_phase, inject=0, seed=0)
     return relearning(model, data, heldout, args)
 
 
+@pytest.mark.slow
 def test_default_key_distance_model_relearns_after_the_change_and_emmas_does_not():
     args = Args()
     data = [rollouts("key_distance", 0, ROLLOUTS_BEFORE, 5_000), rollouts("key_distance", 1, ROLLOUTS_AFTER, 50_000)]

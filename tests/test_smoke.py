@@ -32,6 +32,7 @@ def only_run_dir(tmp_path):
     return run_dir
 
 
+@pytest.mark.slow
 def test_default_env_logs_design_metrics_and_changes_phase(tmp_path):
     # ColorDoorKey (8x8, max 640 steps): 2 envs x 1024 steps end episodes by the step limit
     proc = run(tmp_path, *SMALL, "--total-timesteps", "2048")
@@ -44,6 +45,7 @@ def test_default_env_logs_design_metrics_and_changes_phase(tmp_path):
     assert "SPS" in proc.stdout and "model loss" in proc.stdout and "left" in proc.stdout
 
 
+@pytest.mark.slow
 def test_change_steps_and_three_phases(tmp_path):
     run(tmp_path, *SMALL, "--total-timesteps", "1536", "--change-steps", "500", "1000",
         "--correct-key-colors", "red", "blue", "red")  # fmt: skip
@@ -89,6 +91,7 @@ def test_capture_video(tmp_path):
     assert list((only_run_dir(tmp_path) / "videos").glob("*.mp4"))
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_scalars(tmp_path):
     flags = (*SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "768", "--seed", "3")
     logs = []
@@ -150,7 +153,7 @@ def test_bad_flag_value_is_rejected_by_the_parser(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-POI_FILES = ["algos/ppo_poi_disagreement.py", "algos/ppo_poi_ensemble.py", "algos/ppo_poi_grad.py"]
+POI_FILES = ["algos/ppo_poi_disagreement.py", "algos/ppo_poi_ensemble.py", "algos/ppo_poi_grad.py", "algos/ppo_poi_progress.py"]
 POI_METRICS = {"poi/mean", "poi/max", "poi/intrinsic_reward_mean", "poi/eval_mean", "losses/int_value_loss"}
 
 
@@ -166,6 +169,7 @@ def test_poi_files_log_everything_ppo_logs_and_poi(tmp_path, script, target):
     assert all(m >= p for (_, m), p in zip(scalars["poi/max"], poi))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", POI_FILES)
 def test_reward_flags_change_the_update(tmp_path, script):
     """On MiniGrid-Empty-5x5 a random policy is rewarded within the first rollout. --int-coef mixes the

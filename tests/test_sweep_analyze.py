@@ -252,3 +252,16 @@ def test_a_tiny_real_sweep_analysed_end_to_end(tmp_path):
         (m, p) for m in ("ppo", "ppo_poi_ensemble") for p in (0, 1)}
     assert "| ColorDoorKey-6x6 | 1 | ppo_poi_ensemble | 2 |" in (tmp_path / "sw/analysis/results.md").read_text()
     assert (tmp_path / "sw/analysis/adaptation_ColorDoorKey-6x6.png").is_file()
+
+
+def test_curve_agreement_counts_points_within_each_others_bands():
+    from common.analyze import curve_agreement
+
+    base = {"iqm": [1.0, 1.0, 1.0, 1.0], "low": [0.5, 0.5, 0.5, 0.9], "high": [1.5, 1.5, 1.5, 1.1]}
+    # point 0: both inside; 1: the method's IQM outside the base band; 2: the base IQM outside the method's band;
+    # 3: the method's IQM (1.2) outside the narrow base band
+    other = {"iqm": [1.2, 2.0, 1.4, 1.2], "low": [0.8, 1.5, 1.3, 0.5], "high": [1.6, 2.5, 1.6, 2.0]}
+    data = {"Env": {"steps": [0, 1, 2, 3], "phase_starts": [0],
+                    "methods": {"base": {"return": base}, "other": {"return": other, "eval_loss": other}}}}  # fmt: skip
+    (row,) = curve_agreement(data, "base")  # eval_loss: the baseline has no such curve
+    assert row == {"env": "Env", "method": "other", "curve": "return", "share": 0.25}

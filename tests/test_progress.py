@@ -1,0 +1,59 @@
+"""The progress and error interests of algos/ppo_poi_progress.py react to a change of the world."""
+
+import pytest
+import torch
+
+from algos import ppo_poi_progress as progress
+
+
+def interest_trace(interest, switch=40, rollouts=60, seed=0):
+    """Train the file's model on a toy regression target that switches at rollout `switch`, as the
+    file's loop does (interest before or after the update, then the lagged copy's update);
+    returns the mean interest of each rollout."""
+    torch.manual_seed(seed)
+    obs = (torch.rand(400, 20) < 0.3).float()
+    old_target, new_target = obs @ torch.randn(20, 1), obs @ torch.randn(20, 1)
+    model = progress.ExternalModel(20, 7, "key_distance", hidden_sizes=(64, 64), dropout=0.0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    lagged = progress.LaggedModel(model, tau=0.1)
+    actions = torch.zeros(256, dtype=torch.long)
+    means = []
+    for rollout in range(rollouts):
+        idx = torch.randint(len(obs), (256,))
+        targets = (old_target if rollout < switch else new_target)[idx]
+        loss_before = progress.transition_losses(model, obs[idx], actions, targets) if interest == "error" else None
+        progress.train_external_model(model, optimizer, obs[idx], actions, targets, epochs=4, batch_size=64)
+        values = progress.interest_values(interest, model, lagged, obs[idx], actions, targets, loss_before=loss_before)
+        lagged.update(model)
+        means.append(values.mean().item())
+    return torch.tensor(means)
+
+
+@pytest.mark.parametrize("interest", ["progress", "error"])
+def test_interest_rises_after_the_target_switches(interest):
+    trace = interest_trace(interest)
+    before, after = trace[30:40].mean(), trace[40:45].mean()
+    assert after > 5 * before.abs() and after > 0
+
+
+def test_progress_is_the_lagged_loss_minus_the_current_loss():
+    torch.manual_seed(1)
+    model = progress.ExternalModel(6, 7, "forward", hidden_sizes=(16,), dropout=0.5)
+    lagged = progress.LaggedModel(model, tau=0.5)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1)
+    obs, actions, targets = torch.rand(5, 6), torch.randint(7, (5,)), torch.rand(5, 6)
+    model.eval(), lagged.model.eval()  # the interest is computed with dropout off
+    expected = ((lagged.model(obs, actions)[0] - targets) ** 2).mean(-1) - ((model(obs, actions)[0] - targets) ** 2).mean(-1)
+    model.train()
+    torch.testing.assert_close(progress.interest_values("progress", model, lagged, obs, actions, targets), expected)
+    assert model.training  # left as it was
+    before = [p.clone() for p in lagged.model.parameters()]
+    lagged.update(model)  # halfway towards the model's weights
+    for b, p, q in zip(before, lagged.model.parameters(), model.parameters(), strict=True):
+        torch.testing.assert_close(p, 0.5 * b + 0.5 * q)
+    # with distinct inputs and their places (a held-out set), the same values per transition
+    inverse = torch.tensor([0, 1, 1, 0, 2])
+    per_transition = progress.interest_values("error", model, lagged, obs[inverse], actions[inverse], targets)
+    torch.testing.assert_close(progress.interest_values("error", model, lagged, obs[:3], actions[:3], targets, inverse), per_transition)
