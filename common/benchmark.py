@@ -145,7 +145,8 @@ def update_table(algos: list[str], batch: int, rounds: int, reps: int = 50) -> N
         print(f"| {algo} | {' | '.join(cells)} |")
 
 
-UPDATE_FILES = ["ppo", "ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_diayn", "ppo_poi_emb"]
+UPDATE_FILES = ["ppo", "ppo_poi_replay", "ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress",
+                "ppo_poi_diayn", "ppo_poi_emb"]
 POI_FIELDS = {  # file: (its ExternalModel's extra arguments, its poi_values' extra arguments), the files' defaults
     "ppo_poi_disagreement": ({}, {"num_samples": 30}),
     "ppo_poi_ensemble": ({"num_members": 5}, {}),

@@ -5,8 +5,9 @@ import importlib
 import pytest
 import torch
 
-FILES = ["ppo", "ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_diayn", "ppo_poi_emb"]
-INTRINSIC_FILES = FILES[1:]
+INTRINSIC_FILES = ["ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_diayn",
+                   "ppo_poi_emb"]
+FILES = ["ppo", "ppo_poi_replay", *INTRINSIC_FILES]
 
 
 def agents(name, obs_dim=980, num_actions=7):

@@ -210,7 +210,7 @@ def test_batched_vector_env_gives_the_same_run(tmp_path, script):
     assert logs[0] == logs[1]
 
 
-DISCRETE_FILES = ["algos/ppo.py", *POI_FILES, "algos/ppo_poi_diayn.py", "algos/ppo_poi_emb.py"]
+DISCRETE_FILES = ["algos/ppo.py", "algos/ppo_poi_replay.py", *POI_FILES, "algos/ppo_poi_diayn.py", "algos/ppo_poi_emb.py"]
 
 
 @pytest.mark.parametrize("script", DISCRETE_FILES)
