@@ -174,6 +174,8 @@ def check_args(args: Args) -> None:
             f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}"
         )
     args.minibatch_size = args.batch_size // args.num_minibatches
+    if args.replay_size < args.batch_size:
+        raise ValueError(f"--replay-size={args.replay_size} must hold at least one rollout ({args.batch_size} transitions)")
     args.num_iterations = args.total_timesteps // args.batch_size
     if args.num_iterations == 0:
         raise ValueError(f"--total-timesteps={args.total_timesteps} is smaller than one batch ({args.batch_size})")

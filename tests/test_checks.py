@@ -78,3 +78,9 @@ def test_interest_fields_need_two_samples_to_disagree(name, flags):
     module = importlib.import_module(f"algos.{name}")
     with pytest.raises(ValueError):
         module.check_args(module.Args(**flags))
+
+
+def test_replay_buffer_holds_at_least_one_rollout():
+    module = importlib.import_module("algos.ppo_poi_replay")
+    with pytest.raises(ValueError, match="--replay-size=1024 must hold at least one rollout"):
+        module.check_args(module.Args(replay_size=1024))
