@@ -21,7 +21,9 @@ from torch.utils.tensorboard import SummaryWriter
 
 from common.heldout import heldout_set
 from common.checks import check_range
-from common.runs import hparams_markdown, mark_finished, progress_line, run_name, save_args
+from common.runs import (
+    Terminated, hparams_markdown, interrupted, mark_finished, progress_line, run_name, save_args, stop_on_sigterm,
+)
 from envs import (
     BatchedColorDoorKey, OneHotFlatObs, check_phase_schedule, is_color_door_key, key_colors, resolve_env_id,
 )
@@ -563,6 +565,7 @@ if __name__ == "__main__":
     final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
     targets = torch.zeros((args.num_steps, args.num_envs, obs_dim if args.model_target == "forward" else 1)).to(device)
 
+    stop_on_sigterm()
     try:
         # TRY NOT TO MODIFY: start the game
         global_step = 0
@@ -760,6 +763,8 @@ if __name__ == "__main__":
             print(f"models saved to {run_dir}")
         writer.flush()
         mark_finished(run_dir, global_step, time.time() - start_time)
+    except (KeyboardInterrupt, Terminated) as stop:  # no traceback: one line, exit 130 or 143
+        sys.exit(interrupted(run_dir, stop))
     finally:  # a crash mid-run keeps everything logged so far
         envs.close()
         writer.close()

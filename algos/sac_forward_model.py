@@ -18,7 +18,9 @@ import torch.optim as optim
 import tyro
 from torch.utils.tensorboard import SummaryWriter
 
-from common.runs import hparams_markdown, mark_finished, progress_line, run_name, save_args
+from common.runs import (
+    Terminated, hparams_markdown, interrupted, mark_finished, progress_line, run_name, save_args, stop_on_sigterm,
+)
 from envs.continuous import check_continuous_env, make_continuous_env
 
 
@@ -381,6 +383,7 @@ if __name__ == "__main__":
     transitions = TransitionSet(args.total_timesteps, obs_dim, action_dim, args.fm_eval_fraction, args.seed)
     fm_train_loss = float("nan")
 
+    stop_on_sigterm()
     try:
         start_time = time.time()
         obs, _ = envs.reset(seed=args.seed)
@@ -493,6 +496,8 @@ if __name__ == "__main__":
             print(f"models saved to {run_dir}")
         writer.flush()
         mark_finished(run_dir, args.total_timesteps, time.time() - start_time)
+    except (KeyboardInterrupt, Terminated) as stop:  # no traceback: one line, exit 130 or 143
+        sys.exit(interrupted(run_dir, stop))
     finally:  # a crash mid-run keeps everything logged so far
         envs.close()
         writer.close()

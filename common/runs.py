@@ -6,6 +6,8 @@ import dataclasses
 import json
 import math
 import re
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -44,3 +46,24 @@ def progress_line(global_step: int, total: int, sps: float, episodic_return: flo
         f"step {global_step:>10,}/{total:,} | SPS {sps:6.0f} | return {ret} | "
         f"model loss {model_loss:.4g} | left {time.strftime('%H:%M:%S', time.gmtime(left))}"
     )
+
+
+class Terminated(Exception):
+    """SIGTERM, raised in the main thread once `stop_on_sigterm` is in place."""
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM (`kill`, a sweep's timeout) raise `Terminated`, so that the run unwinds as on
+    Ctrl-C: its `finally` closes the TensorBoard writer and keeps everything logged."""
+
+    def handler(signum, frame):
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def interrupted(run_dir: Path, stop: BaseException) -> int:
+    """One line on stderr for a run stopped by Ctrl-C or SIGTERM; returns its exit code, 130 or 143."""
+    how, code = ("SIGTERM", 143) if isinstance(stop, Terminated) else ("Ctrl-C", 130)
+    print(f"stopped by {how} (exit {code}): {run_dir} keeps everything logged so far", file=sys.stderr, flush=True)
+    return code

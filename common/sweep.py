@@ -31,12 +31,13 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from common.runs import COMPLETION_MARKER
+from common.runs import COMPLETION_MARKER, Terminated, stop_on_sigterm
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG_TAIL_LINES = 20
@@ -90,24 +91,32 @@ def finished_run_dir(run: Run, out: Path) -> Path | None:
     return None
 
 
-def execute(command: tuple[str, ...], log_path: str, timeout: float | None) -> tuple[int, float]:
+def execute(command: tuple[str, ...], log_path: str, timeout: float | None, stop: threading.Event | None = None,
+            grace: float = 30.0) -> tuple[int, float]:  # fmt: skip
     """Run one command with one thread for its numerics, output appended to `log_path`;
-    returns (exit code, seconds). A run over `timeout` is killed (exit code -9)."""
+    returns (exit code, seconds). A run over `timeout`, or running when `stop` is set (the
+    sweep was interrupted), gets SIGTERM (it closes its logs and exits 143), SIGKILL after
+    `grace` seconds; a run not started when `stop` is set never starts (exit code None)."""
+    if stop is not None and stop.is_set():
+        return None, 0.0
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     start = time.time()
     with open(log_path, "a") as log:
         log.write(f"$ {shlex.join(command)}\n")
         log.flush()
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-        try:
-            code = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            code = process.wait()
-            log.write(f"killed after --run-timeout {timeout} s\n")
-        except BaseException:  # Ctrl-C: the run must not outlive the sweep
-            process.kill()
-            raise
+        while process.poll() is None:
+            if stop is not None and stop.is_set() or timeout is not None and time.time() - start > timeout:
+                reason = "the sweep was interrupted" if stop is not None and stop.is_set() else f"--run-timeout {timeout} s"
+                process.terminate()
+                try:
+                    process.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                log.write(f"stopped: {reason}\n")
+                break
+            time.sleep(0.2)
+        code = process.wait()
     return code, time.time() - start
 
 
@@ -151,12 +160,15 @@ def record(run: Run, code: int, seconds: float, out: Path, progress: Progress) -
 
 
 def run_local(todo: list[Run], out: Path, workers: int, timeout: float | None, progress: Progress) -> None:
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        pending = {}
-        for run in todo:
-            pending[pool.submit(execute, run.command, str(out / "logs" / f"{run.key}.log"), timeout)] = run
-        progress.running = min(workers, len(todo))
-        print(progress.line(), flush=True)
+    """Up to `workers` runs at a time. Ctrl-C (or SIGTERM) stops the whole sweep: queued runs
+    do not start, running ones are stopped (recorded as failed, so a re-run retries them)."""
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=workers)
+    pending = {pool.submit(execute, run.command, str(out / "logs" / f"{run.key}.log"), timeout, stop): run
+               for run in todo}  # fmt: skip
+    progress.running = min(workers, len(todo))
+    print(progress.line(), flush=True)
+    try:
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
@@ -164,6 +176,17 @@ def run_local(todo: list[Run], out: Path, workers: int, timeout: float | None, p
                 run = pending.pop(future)
                 progress.running = min(workers, len(pending))
                 record(run, code, seconds, out, progress)
+    except (KeyboardInterrupt, Terminated) as interruption:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        stopped = [(run, *future.result()) for future, run in pending.items() if not future.cancelled()]
+        for run, code, seconds in stopped:
+            if code is not None:
+                record(run, code, seconds, out, progress)
+        print(f"[sweep] stopped: {sum(code is not None for _, code, _ in stopped)} running run(s) stopped and recorded, "
+              f"the queued ones not started; start the sweep again to go on", flush=True)  # fmt: skip
+        raise SystemExit(143 if isinstance(interruption, Terminated) else 130) from None
+    pool.shutdown()
 
 
 def run_ray(todo: list[Run], out: Path, address: str | None, workers: int, timeout: float | None,
@@ -244,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         if finished[run] is not None:
             print(f"[sweep] skip {run.key}: finished in {finished[run]}")
+    stop_on_sigterm()
     if todo and args.backend == "ray":
         run_ray(todo, out, args.ray_address, args.workers, args.run_timeout, progress)
     elif todo:

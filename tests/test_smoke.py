@@ -225,3 +225,20 @@ def test_evaluation_and_logging_never_change_training(tmp_path, script):
         scalars = read_scalars(only_run_dir(tmp_path / every))
         logs.append({k: v for k, v in scalars.items() if k.startswith(("losses/", "poi/mean", "external_model/train"))})
     assert len(logs[0]["losses/policy_loss"]) == 5 and logs[0] == logs[1]
+
+
+@pytest.mark.parametrize("signal_name, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_interrupted_run_exits_with_one_line_and_keeps_its_logs(tmp_path, signal_name, code):
+    import signal
+
+    cmd = [sys.executable, str(ROOT / "algos/ppo.py"), "--runs-dir", str(tmp_path / "runs"), *SMALL, "--env",
+           "ColorDoorKey-6x6", "--model-target", "key_distance", "--total-timesteps", "10000000"]  # fmt: skip
+    process = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(3):  # three iterations logged
+        assert process.stdout.readline().startswith("step")
+    process.send_signal(getattr(signal, signal_name))
+    _, err = process.communicate(timeout=60)
+    lines = err.strip().splitlines()
+    assert process.returncode == code and len(lines) == 1 and f"exit {code}" in lines[0], err
+    run_dir = only_run_dir(tmp_path)
+    assert len(read_scalars(run_dir)["losses/policy_loss"]) >= 3 and not (run_dir / "finished.json").exists()

@@ -27,8 +27,11 @@ FAKE_ALGO = textwrap.dedent(f"""
     for flag in ("--env", "--runs-dir", "--exp-name", "--fail-seeds"):
         parser.add_argument(flag, default="")
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--sleep", type=float, default=0.0)
     args = parser.parse_args()
-    print("starting", args.seed)
+    print("starting", args.seed, flush=True)
+    import time
+    time.sleep(args.sleep)
     if str(args.seed) in args.fail_seeds.split(","):
         sys.exit("diverged at step 7")
     run_dir = Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
@@ -265,3 +268,27 @@ def test_curve_agreement_counts_points_within_each_others_bands():
                     "methods": {"base": {"return": base}, "other": {"return": other, "eval_loss": other}}}}  # fmt: skip
     (row,) = curve_agreement(data, "base")  # eval_loss: the baseline has no such curve
     assert row == {"env": "Env", "method": "other", "curve": "return", "share": 0.25}
+
+
+def test_one_interrupt_stops_the_whole_sweep_and_records_the_running_runs(tmp_path):
+    import signal
+    import time
+
+    script = tmp_path / "fake_algo.py"
+    script.write_text(FAKE_ALGO)
+    cmd = [sys.executable, "-m", "common.sweep", "--algos", str(script), "--envs", "E", "--out", str(tmp_path / "sw"),
+           "--seeds", "1", "2", "3", "4", "--workers", "2", "--extra", "--sleep 60"]  # fmt: skip
+    sweep_process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    logs = [tmp_path / f"sw/logs/E__fake_algo__{seed}.log" for seed in (1, 2)]
+    deadline = time.time() + 60
+    while not all(log.is_file() and "starting" in log.read_text() for log in logs) and time.time() < deadline:
+        time.sleep(0.2)
+    sweep_process.send_signal(signal.SIGINT)  # as one Ctrl-C would, to the sweep alone
+    output, _ = sweep_process.communicate(timeout=60)
+    assert sweep_process.returncode == 130, output
+    assert "stopped: 2 running run(s) stopped and recorded" in output
+    for seed in (1, 2):
+        failed = json.loads((tmp_path / f"sw/logs/E__fake_algo__{seed}.failed.json").read_text())
+        assert failed["exit_code"] != 0
+    assert not (tmp_path / "sw/logs/E__fake_algo__3.log").exists()  # queued runs never started
+    assert not (tmp_path / "sw/logs/E__fake_algo__4.log").exists()
