@@ -22,7 +22,8 @@ from torch.utils.tensorboard import SummaryWriter
 from common.heldout import heldout_set
 from common.checks import check_range
 from common.runs import (
-    Terminated, hparams_markdown, interrupted, mark_finished, progress_line, run_name, save_args, stop_on_sigterm,
+    NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
+    save_args, stop_on_sigterm,
 )
 from envs import (
     BatchedColorDoorKey, OneHotFlatObs, check_phase_schedule, is_color_door_key, key_colors, resolve_env_id,
@@ -414,6 +415,7 @@ def train_external_model(model, optimizer, obs, actions, targets, epochs, batch_
         for idx in orders.split(batch_size, dim=1):
             loss = model.per_sample_loss(obs[idx], actions[idx], targets[idx]).mean()
             optimizer.zero_grad()
+            check_finite("external model's loss", loss)
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
@@ -540,6 +542,7 @@ def train_discriminator(disc, optimizer, obs, skills, batch_size):
     for idx in torch.randperm(len(obs)).split(batch_size):
         loss = F.cross_entropy(disc(obs[idx]), skills[idx])
         optimizer.zero_grad()
+        check_finite("discriminator's loss", loss)
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
@@ -591,6 +594,7 @@ def train_vae(vae, optimizer, obs, batch_size):
     for idx in torch.randperm(len(obs)).split(batch_size):
         loss = vae.loss(obs[idx])
         optimizer.zero_grad()
+        check_finite("state VAE's loss", loss)
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
@@ -905,8 +909,10 @@ if __name__ == "__main__":
                     loss = loss + diayn_v_loss * args.vf_coef
 
                     optimizer.zero_grad()
+                    check_finite("PPO loss", loss)
                     loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    check_finite("PPO loss's gradient norm", grad_norm)
                     optimizer.step()
 
                 if args.target_kl is not None and approx_kl > args.target_kl:
@@ -952,6 +958,8 @@ if __name__ == "__main__":
             print(f"models saved to {run_dir}")
         writer.flush()
         mark_finished(run_dir, global_step, time.time() - start_time)
+    except NonFinite as error:  # stopped before the update that would have used it
+        sys.exit(f"error: {error} at global step {global_step}; {run_dir} keeps everything logged before it")
     except (KeyboardInterrupt, Terminated) as stop:  # no traceback: one line, exit 130 or 143
         sys.exit(interrupted(run_dir, stop))
     finally:  # a crash mid-run keeps everything logged so far

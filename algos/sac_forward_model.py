@@ -19,7 +19,8 @@ import tyro
 from torch.utils.tensorboard import SummaryWriter
 
 from common.runs import (
-    Terminated, hparams_markdown, interrupted, mark_finished, progress_line, run_name, save_args, stop_on_sigterm,
+    NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
+    save_args, stop_on_sigterm,
 )
 from envs.continuous import check_continuous_env, make_continuous_env
 
@@ -294,6 +295,7 @@ def train_forward_model(model, optimizer, obs, actions, deltas, epochs, batch_si
         for idx in torch.randperm(len(obs)).split(batch_size):
             loss = model.per_sample_loss(obs[idx], actions[idx], deltas[idx]).mean()
             optimizer.zero_grad()
+            check_finite("forward model's loss", loss)
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
@@ -431,6 +433,7 @@ if __name__ == "__main__":
 
                 # optimize the model
                 q_optimizer.zero_grad()
+                check_finite("Q-networks' loss", qf_loss)
                 qf_loss.backward()
                 q_optimizer.step()
 
@@ -443,6 +446,7 @@ if __name__ == "__main__":
                         actor_loss = ((alpha * log_pi) - min_qf_pi).mean()
 
                         actor_optimizer.zero_grad()
+                        check_finite("actor's loss", actor_loss)
                         actor_loss.backward()
                         actor_optimizer.step()
 
@@ -452,6 +456,7 @@ if __name__ == "__main__":
                             alpha_loss = (-log_alpha.exp() * (log_pi + target_entropy)).mean()
 
                             a_optimizer.zero_grad()
+                            check_finite("entropy temperature's loss", alpha_loss)
                             alpha_loss.backward()
                             a_optimizer.step()
                             alpha = log_alpha.exp().item()
@@ -496,6 +501,8 @@ if __name__ == "__main__":
             print(f"models saved to {run_dir}")
         writer.flush()
         mark_finished(run_dir, args.total_timesteps, time.time() - start_time)
+    except NonFinite as error:  # stopped before the update that would have used it
+        sys.exit(f"error: {error} at global step {global_step}; {run_dir} keeps everything logged before it")
     except (KeyboardInterrupt, Terminated) as stop:  # no traceback: one line, exit 130 or 143
         sys.exit(interrupted(run_dir, stop))
     finally:  # a crash mid-run keeps everything logged so far

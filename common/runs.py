@@ -67,3 +67,14 @@ def interrupted(run_dir: Path, stop: BaseException) -> int:
     how, code = ("SIGTERM", 143) if isinstance(stop, Terminated) else ("Ctrl-C", 130)
     print(f"stopped by {how} (exit {code}): {run_dir} keeps everything logged so far", file=sys.stderr, flush=True)
     return code
+
+
+class NonFinite(ArithmeticError):
+    """A loss or gradient norm that is NaN or infinite; raised before the update that would use it."""
+
+
+def check_finite(name: str, value) -> None:
+    """Raise NonFinite naming `value` (a number or a one-element tensor) if it is NaN or infinite."""
+    value = float(value.detach()) if hasattr(value, "detach") else float(value)
+    if not math.isfinite(value):
+        raise NonFinite(f"the {name} is {value}")

@@ -242,3 +242,13 @@ def test_an_interrupted_run_exits_with_one_line_and_keeps_its_logs(tmp_path, sig
     assert process.returncode == code and len(lines) == 1 and f"exit {code}" in lines[0], err
     run_dir = only_run_dir(tmp_path)
     assert len(read_scalars(run_dir)["losses/policy_loss"]) >= 3 and not (run_dir / "finished.json").exists()
+
+
+@pytest.mark.parametrize("flags, quantity", [(["--model-learning-rate", "1e30"], "the external model's loss is"),
+                                             (["--learning-rate", "1e30"], "the PPO loss")])  # fmt: skip
+def test_a_non_finite_loss_stops_the_run_with_one_line_naming_it(tmp_path, flags, quantity):
+    proc = run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--model-target", "key_distance", "--total-timesteps",
+               "4096", *flags, check=False)  # fmt: skip
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: " + quantity), proc.stderr
+    assert "at global step" in lines[0] and not (only_run_dir(tmp_path) / "finished.json").exists()
