@@ -126,12 +126,12 @@ class Args:
     eval_changed_min: int = 256
     """at least this many transitions whose target a colour change alters, in each phase's changed set"""
 
-    # filled in at runtime
-    batch_size: int = 0
+    # filled in at runtime (not flags: a value given would be overwritten)
+    batch_size: tyro.conf.Suppress[int] = 0
     """the batch size (computed in runtime)"""
-    minibatch_size: int = 0
+    minibatch_size: tyro.conf.Suppress[int] = 0
     """the mini-batch size (computed in runtime)"""
-    num_iterations: int = 0
+    num_iterations: tyro.conf.Suppress[int] = 0
     """the number of iterations (computed in runtime)"""
 
 

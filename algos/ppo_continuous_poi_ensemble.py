@@ -114,12 +114,12 @@ class Args:
     no_task_reward: bool = False
     """if toggled, the agent learns from the intrinsic reward alone"""
 
-    # filled in at runtime
-    batch_size: int = 0
+    # filled in at runtime (not flags: a value given would be overwritten)
+    batch_size: tyro.conf.Suppress[int] = 0
     """the batch size (computed in runtime)"""
-    minibatch_size: int = 0
+    minibatch_size: tyro.conf.Suppress[int] = 0
     """the mini-batch size (computed in runtime)"""
-    num_iterations: int = 0
+    num_iterations: tyro.conf.Suppress[int] = 0
     """the number of iterations (computed in runtime)"""
 
 
@@ -131,6 +131,16 @@ def check_args(args: Args) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     if args.ensemble_size < 2:
         raise ValueError(f"--ensemble-size must be at least 2, got {args.ensemble_size}")
+    for name in ("learning_rate", "model_learning_rate", "clip_coef", "max_grad_norm"):
+        check_range(args, name, 0.0, low_open=True)
+    for name in ("ent_coef", "vf_coef", "int_coef", "ext_coef"):
+        check_range(args, name, 0.0)
+    for name in ("gamma", "int_gamma"):
+        check_range(args, name, 0.0, 1.0, low_open=True)
+    check_range(args, "gae_lambda", 0.0, 1.0)
+    check_range(args, "seed", 0)
+    if args.target_kl is not None:
+        check_range(args, "target_kl", 0.0, low_open=True)
     check_range(args, "int_scale_decay", 0.0, 1.0, high_open=True)
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:

@@ -142,12 +142,12 @@ class Args:
     no_task_reward: bool = False
     """if toggled, the agent learns from the intrinsic reward alone"""
 
-    # filled in at runtime
-    batch_size: int = 0
+    # filled in at runtime (not flags: a value given would be overwritten)
+    batch_size: tyro.conf.Suppress[int] = 0
     """the batch size (computed in runtime)"""
-    minibatch_size: int = 0
+    minibatch_size: tyro.conf.Suppress[int] = 0
     """the mini-batch size (computed in runtime)"""
-    num_iterations: int = 0
+    num_iterations: tyro.conf.Suppress[int] = 0
     """the number of iterations (computed in runtime)"""
 
 

@@ -137,12 +137,12 @@ class Args:
     priority_beta: float = 0.4
     """importance weights (N P)^-beta, divided by their largest possible value; 1 = the sampling bias fully undone"""
 
-    # filled in at runtime
-    batch_size: int = 0
+    # filled in at runtime (not flags: a value given would be overwritten)
+    batch_size: tyro.conf.Suppress[int] = 0
     """the batch size (computed in runtime)"""
-    minibatch_size: int = 0
+    minibatch_size: tyro.conf.Suppress[int] = 0
     """the mini-batch size (computed in runtime)"""
-    num_iterations: int = 0
+    num_iterations: tyro.conf.Suppress[int] = 0
     """the number of iterations (computed in runtime)"""
 
 

@@ -18,6 +18,7 @@ import torch.optim as optim
 import tyro
 from torch.utils.tensorboard import SummaryWriter
 
+from common.checks import check_range
 from common.runs import (
     NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
     save_args, stop_on_sigterm,
@@ -107,8 +108,14 @@ def check_args(args: Args) -> None:
                  "fm_hidden_size", "fm_layers", "fm_retrain_every", "fm_epochs", "fm_batch_size"):  # fmt: skip
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if args.learning_starts < 0:
-        raise ValueError(f"--learning-starts must be at least 0, got {args.learning_starts}")
+    if not 0 <= args.learning_starts < args.total_timesteps:
+        raise ValueError(f"--learning-starts must be in [0, total-timesteps={args.total_timesteps}), got {args.learning_starts}")
+    for name in ("policy_lr", "q_lr", "fm_learning_rate"):
+        check_range(args, name, 0.0, low_open=True)
+    for name in ("gamma", "tau"):
+        check_range(args, name, 0.0, 1.0, low_open=True)
+    check_range(args, "alpha", 0.0)
+    check_range(args, "seed", 0)
     if not 0.0 < args.fm_eval_fraction < 1.0:
         raise ValueError(f"--fm-eval-fraction must be in (0, 1), got {args.fm_eval_fraction}")
     check_continuous_env(args.env)

@@ -84,3 +84,26 @@ def test_replay_buffer_holds_at_least_one_rollout():
     module = importlib.import_module("algos.ppo_poi_replay")
     with pytest.raises(ValueError, match="--replay-size=1024 must hold at least one rollout"):
         module.check_args(module.Args(replay_size=1024))
+
+
+@pytest.mark.parametrize("name, flags, message", [
+    ("sac_forward_model", {"total_timesteps": 500, "learning_starts": 1000}, "--learning-starts must be in [0, total-timesteps=500)"),
+    ("sac_forward_model", {"q_lr": math.nan}, "--q-lr must be a finite number in (0, inf)"),
+    ("sac_forward_model", {"tau": 0.0}, "--tau must be a finite number in (0, 1]"),
+    ("ppo_continuous_poi_ensemble", {"gamma": 1.5}, "--gamma must be a finite number in (0, 1]"),
+    ("ppo_continuous_poi_ensemble", {"learning_rate": math.nan}, "--learning-rate must be a finite number in (0, inf)"),
+    ("ppo_continuous_poi_ensemble", {"seed": -1}, "--seed must be a finite number in [0, inf)"),
+])  # fmt: skip
+def test_continuous_files_check_their_flags(name, flags, message):
+    module = importlib.import_module(f"algos.{name}")
+    module.check_args(module.Args())
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        module.check_args(module.Args(**flags))
+
+
+def test_runtime_sizes_are_not_flags():
+    import tyro
+
+    module = importlib.import_module("algos.ppo")
+    with pytest.raises(SystemExit):
+        tyro.cli(module.Args, args=["--batch-size", "4096"])
