@@ -87,6 +87,16 @@ def steps_to_fall_below(steps: np.ndarray, smoothed: np.ndarray, threshold: floa
     return float(steps[above[0] + below[0]]) - start if len(below) else math.nan
 
 
+def highest_smoothed(run, tag: str, span: int) -> float:
+    """The highest value of `tag`'s moving average (restarted at each phase start) in the run; NaN if it is not logged."""
+    highest = math.nan
+    for p in run.phases:
+        _, values = in_phase(run.scalars.get(tag, []), p["start"], p["start"] + p["length"])
+        if len(values):
+            highest = max(float(ema(values, span).max()), -math.inf if math.isnan(highest) else highest)
+    return highest
+
+
 def in_phase(series: list[tuple[int, float]], start: int, end: float) -> tuple[np.ndarray, np.ndarray]:
     pairs = [(step, value) for step, value in series if start <= step < end]
     return np.array([s for s, _ in pairs], dtype=float), np.array([v for _, v in pairs], dtype=float)
@@ -370,13 +380,17 @@ def markdown(rows: list[dict], settings: dict, notes: list[str], agreement: list
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+        pass
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=Formatter)
     parser.add_argument("folders", nargs="+", type=Path, help="sweep folders or folders of run folders")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: <first folder>/analysis)")
     parser.add_argument("--span", type=int, default=30, help="span of the exponential moving average")
-    parser.add_argument("--train-threshold", type=float, default=0.5)
-    parser.add_argument("--eval-threshold", type=float, default=2.0)
-    parser.add_argument("--changed-threshold", type=float, default=2.0, help="for eval_loss_changed")
+    units = "in the loss's units: about 1 for the key-distance model, 0.004 for the forward model"
+    parser.add_argument("--train-threshold", type=float, default=0.5, help=f"for the training loss, {units}")
+    parser.add_argument("--eval-threshold", type=float, default=2.0, help=f"for eval_loss, {units}")
+    parser.add_argument("--changed-threshold", type=float, default=2.0, help=f"for eval_loss_changed, {units}")
     parser.add_argument("--relative", type=float, default=None,
                         help="after the first phase: this factor times the run's loss level before the change")
     parser.add_argument("--success-window", type=int, default=100, help="episodes in the mean return of --success-threshold")
@@ -430,6 +444,14 @@ def main(argv: list[str] | None = None) -> int:
             usable = kept
             if not usable:
                 raise ValueError("--drop-unsuccessful dropped every run")
+        for kind, threshold in thresholds.items():
+            highest = [highest_smoothed(run, LOSSES[kind], args.span) for run in usable]
+            highest = [h for h in highest if not math.isnan(h)]
+            if highest and max(highest) < threshold:
+                raise ValueError(
+                    f"--{kind}-threshold {threshold:g} is above every run's smoothed {kind} loss (at most "
+                    f"{max(highest):.3g}): every adaptation would be 0; pass a threshold below that, or --relative F"
+                )
         methods = sorted({run.method for run in usable})
         if args.baseline is not None and args.baseline not in methods:
             raise ValueError(f"baseline {args.baseline!r} is not in the sweep; methods: {' '.join(methods)}")

@@ -221,7 +221,7 @@ def test_analysis_aggregates_with_iqm_normalises_and_reports_what_is_missing(tmp
 def test_analysis_rejects_bad_input_with_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     write_run(tmp_path / "bare", "m", 1, 1.0, tags={"charts/episodic_return"})
-    write_run(tmp_path / "ok", "m", 1, 1.0)
+    write_run(tmp_path / "ok", "m", 1, 3.0)
     cases = [
         ([str(tmp_path / "nowhere")], f"error: no folder at {tmp_path / 'nowhere'}"),
         ([str(tmp_path / "empty")], f"error: no runs (TensorBoard event files) under {tmp_path / 'empty'}"),
@@ -229,6 +229,8 @@ def test_analysis_rejects_bad_input_with_one_line(tmp_path):
                                    "ColorDoorKey-6x6__m__1__1001: no external_model/train_loss, external_model/eval_loss"),
         ([str(tmp_path / "ok"), "--baseline", "ppo"], "error: baseline 'ppo' is not in the sweep; methods: m"),
         ([str(tmp_path / "ok"), "--methods", "m", "ppo"], "error: --methods: no runs of ppo; methods found: m"),
+        ([str(tmp_path / "ok"), "--eval-threshold", "5"], "error: --eval-threshold 5 is above every run's smoothed eval "
+                                                          "loss (at most 3): every adaptation would be 0"),
     ]
     for args, message in cases:
         result = analyse(*args)
