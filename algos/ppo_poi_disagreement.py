@@ -1,5 +1,6 @@
 # docs: docs/algorithms/ppo_poi_disagreement.md
 import os
+from collections import deque
 import random
 import sys
 import time
@@ -141,6 +142,9 @@ class Args:
     """no extrinsic reward reaches the agent before this global step"""
     no_task_reward: bool = False
     """if toggled, the agent learns from the intrinsic reward alone"""
+    int_after_return: float = 0.8
+    """the intrinsic advantage counts only once the mean task return of the last 100 episodes has reached this, the
+    task first (0: from the start; with --no-task-reward always from the start)"""
 
     # filled in at runtime (not flags: a value given would be overwritten)
     batch_size: tyro.conf.Suppress[int] = 0
@@ -177,6 +181,7 @@ def check_args(args: Args) -> None:
     if not 0.0 <= args.model_dropout < 1.0:
         raise ValueError(f"--model-dropout must be in [0, 1), got {args.model_dropout}")
     check_range(args, "int_scale_decay", 0.0, 1.0, high_open=True)
+    check_range(args, "int_after_return", 0.0)
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
         raise ValueError(
@@ -601,6 +606,8 @@ if __name__ == "__main__":
         next_info = torch.tensor(infos[info_keys[0]], device=device) if info_keys else None
         heldout, heldout_changed = heldout_sets(phase)
         int_reward_scale = IntrinsicRewardScale(args.num_envs, args.int_gamma, args.int_scale_decay, device)
+        recent_returns = deque(maxlen=100)  # the task's episodic returns, for --int-after-return
+        interest_on = args.int_after_return == 0 or args.no_task_reward
 
         for iteration in range(1, args.num_iterations + 1):
             # Annealing the rate if instructed to do so.
@@ -648,6 +655,12 @@ if __name__ == "__main__":
                         writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
                         writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
                         iteration_returns.append(float(episode["r"][i]))
+                        recent_returns.append(float(episode["r"][i]))
+
+            # POI LOGIC: the intrinsic advantage counts once the task is done well enough, and from then on
+            full = len(recent_returns) == recent_returns.maxlen
+            interest_on = interest_on or full and float(np.mean(recent_returns)) >= args.int_after_return
+            int_weight = args.int_coef if interest_on else 0.0
 
             # EXTERNAL MODEL LOGIC: train on this rollout's transitions, evaluate on the held-out set
             model_train_loss = train_external_model(
@@ -720,7 +733,7 @@ if __name__ == "__main__":
                     if args.norm_adv:  # each on its own: --int-coef weighs them, whatever their scales
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
                         mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (mb_int_advantages.std() + 1e-8)
-                    mb_advantages = args.ext_coef * mb_advantages + args.int_coef * mb_int_advantages
+                    mb_advantages = args.ext_coef * mb_advantages + int_weight * mb_int_advantages
 
                     # Policy loss
                     pg_loss1 = -mb_advantages * ratio
@@ -777,6 +790,7 @@ if __name__ == "__main__":
             writer.add_scalar("poi/mean", poi.mean().item(), global_step)
             writer.add_scalar("poi/max", poi.max().item(), global_step)
             writer.add_scalar("poi/intrinsic_reward_mean", int_rewards.mean().item(), global_step)
+            writer.add_scalar("poi/int_weight", int_weight, global_step)
             mean_return = np.mean(iteration_returns) if iteration_returns else float("nan")
             print(progress_line(global_step, args.total_timesteps, sps, mean_return, model_train_loss), flush=True)
 

@@ -154,7 +154,7 @@ def test_bad_flag_value_is_rejected_by_the_parser(tmp_path):
 
 
 POI_FILES = ["algos/ppo_poi_disagreement.py", "algos/ppo_poi_ensemble.py", "algos/ppo_poi_grad.py", "algos/ppo_poi_progress.py"]
-POI_METRICS = {"poi/mean", "poi/max", "poi/intrinsic_reward_mean", "poi/eval_mean", "losses/int_value_loss"}
+POI_METRICS = {"poi/mean", "poi/max", "poi/intrinsic_reward_mean", "poi/eval_mean", "poi/int_weight", "losses/int_value_loss"}
 
 
 @pytest.mark.parametrize("script", POI_FILES)
@@ -173,8 +173,10 @@ def test_poi_files_log_everything_ppo_logs_and_poi(tmp_path, script, target):
 @pytest.mark.parametrize("script", POI_FILES)
 def test_reward_flags_change_the_update(tmp_path, script):
     """On MiniGrid-Empty-5x5 a random policy is rewarded within the first rollout. --int-coef mixes the
-    intrinsic advantage into the first update; --no-task-reward changes the run once a task reward
-    comes (which is still logged); with both weights 0 nothing is left to follow: the policy loss is 0."""
+    intrinsic advantage into the first update when the interest counts from the start (--int-after-return 0);
+    by default it waits for a mean return of 0.8 over 100 episodes, which this run never has, so it trains as
+    with --int-coef 0; --no-task-reward changes the run once a task reward comes (which is still logged);
+    with both weights 0 nothing is left to follow: the policy loss is 0."""
     flags = (*SMALL, "--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "768", "--seed", "3")
 
     def scalars(*extra):
@@ -186,12 +188,17 @@ def test_reward_flags_change_the_update(tmp_path, script):
     def policy_losses(logged):
         return [v for _, v in logged["losses/policy_loss"]]
 
-    default = scalars()
-    assert max(v for _, v in default["charts/episodic_return"]) > 0  # task rewards came
-    assert policy_losses(scalars("--int-coef", "0.5"))[0] != policy_losses(default)[0]
+    from_start = scalars("--int-after-return", "0")
+    assert max(v for _, v in from_start["charts/episodic_return"]) > 0  # task rewards came
+    assert {v for _, v in from_start["poi/int_weight"]} == {1.0}
+    assert policy_losses(scalars("--int-after-return", "0", "--int-coef", "0.5"))[0] != policy_losses(from_start)[0]
+    gated = scalars()
+    assert {v for _, v in gated["poi/int_weight"]} == {0.0}
+    assert policy_losses(gated) == policy_losses(scalars("--int-coef", "0"))
     no_task = scalars("--no-task-reward")
     assert max(v for _, v in no_task["charts/episodic_return"]) > 0
-    assert no_task["losses/value_loss"] != default["losses/value_loss"]
+    assert no_task["losses/value_loss"] != gated["losses/value_loss"]
+    assert {v for _, v in no_task["poi/int_weight"]} == {1.0}  # nothing to wait for
     assert policy_losses(scalars("--int-coef", "0", "--ext-coef", "0")) == [0.0, 0.0, 0.0]
 
 
