@@ -294,3 +294,28 @@ def test_one_interrupt_stops_the_whole_sweep_and_records_the_running_runs(tmp_pa
         assert failed["exit_code"] != 0
     assert not (tmp_path / "sw/logs/E__fake_algo__3.log").exists()  # queued runs never started
     assert not (tmp_path / "sw/logs/E__fake_algo__4.log").exists()
+
+
+def test_interest_plot_normalises_by_the_level_before_the_change(tmp_path):
+    from common import interest_plot
+
+    scalars = {"charts/phase": [(s, 0 if s < 1000 else 1) for s in range(100, 3001, 100)],
+               "poi/mean": [(s, 2.0 if s < 1000 else 20.0) for s in range(100, 3001, 100)],
+               "external_model/train_loss": [(s, 5.0) for s in range(1000, 3001, 100)]}  # fmt: skip
+    grid = np.array([-500.0, -100.0, 500.0, 1500.0])
+    curves = interest_plot.relative_curves(scalars, grid, before=500)
+    assert set(curves) == {"poi/mean"}  # the loss has no value before the change: left out
+    np.testing.assert_allclose(curves["poi/mean"], [1.0, 1.0, 10.0, 10.0])
+
+    for seed in (1, 2):
+        run_dir = tmp_path / "runs" / f"ColorDoorKey-6x6__m__{seed}__{1000 + seed}"
+        writer = SummaryWriter(run_dir)
+        for tag, series in scalars.items():
+            for step, value in series:
+                writer.add_scalar(tag, value, step)
+        writer.close()
+    out = tmp_path / "fig" / "interest.png"
+    assert interest_plot.main([str(tmp_path / "runs"), "--out", str(out), "--before", "500", "--after", "1500"]) == 0
+    medians = json.loads(out.with_suffix(".json").read_text())["medians"]["m"]["poi/mean"]
+    assert medians[0] == pytest.approx(1.0) and medians[-1] == pytest.approx(10.0) and out.stat().st_size > 10_000
+    assert interest_plot.main([str(tmp_path / "runs"), "--out", str(tmp_path / "x.svg")]) == 1
