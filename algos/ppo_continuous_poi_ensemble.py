@@ -20,7 +20,7 @@ from torch.utils.tensorboard import SummaryWriter
 from common.checks import check_range
 from common.runs import (
     NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
-    save_args, stop_on_sigterm,
+    save_args, stop_on_signals,
 )
 from envs.continuous import check_continuous_env, make_continuous_env
 
@@ -408,7 +408,7 @@ if __name__ == "__main__":
     final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
     deltas = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
 
-    stop_on_sigterm()
+    stop_on_signals()
     try:
         # TRY NOT TO MODIFY: start the game
         global_step = 0

@@ -24,7 +24,7 @@ from common.heldout import heldout_set
 from common.checks import check_range
 from common.runs import (
     NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
-    save_args, stop_on_sigterm,
+    save_args, stop_on_signals,
 )
 from envs import (
     BatchedColorDoorKey, OneHotFlatObs, check_phase_schedule, is_color_door_key, key_colors, resolve_env_id,
@@ -706,7 +706,7 @@ if __name__ == "__main__":
     embeddings = torch.zeros((args.num_steps, args.num_envs, args.emb_size)).to(device)
     targets = torch.zeros((args.num_steps, args.num_envs, obs_dim if args.model_target == "forward" else 1)).to(device)
 
-    stop_on_sigterm()
+    stop_on_signals()
     try:
         # TRY NOT TO MODIFY: start the game
         global_step = 0

@@ -21,7 +21,7 @@ from torch.utils.tensorboard import SummaryWriter
 from common.checks import check_range
 from common.runs import (
     NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
-    save_args, stop_on_sigterm,
+    save_args, stop_on_signals,
 )
 from envs.continuous import check_continuous_env, make_continuous_env
 
@@ -392,7 +392,7 @@ if __name__ == "__main__":
     transitions = TransitionSet(args.total_timesteps, obs_dim, action_dim, args.fm_eval_fraction, args.seed)
     fm_train_loss = float("nan")
 
-    stop_on_sigterm()
+    stop_on_signals()
     try:
         start_time = time.time()
         obs, _ = envs.reset(seed=args.seed)

@@ -49,17 +49,19 @@ def progress_line(global_step: int, total: int, sps: float, episodic_return: flo
 
 
 class Terminated(Exception):
-    """SIGTERM, raised in the main thread once `stop_on_sigterm` is in place."""
+    """SIGTERM, raised in the main thread once `stop_on_signals` is in place."""
 
 
-def stop_on_sigterm() -> None:
-    """Make SIGTERM (`kill`, a sweep's timeout) raise `Terminated`, so that the run unwinds as on
-    Ctrl-C: its `finally` closes the TensorBoard writer and keeps everything logged."""
+def stop_on_signals() -> None:
+    """Make Ctrl-C (SIGINT) raise KeyboardInterrupt, even in a process started with SIGINT ignored
+    (a background job: Python then leaves it ignored), and SIGTERM (`kill`, a sweep's timeout)
+    raise `Terminated`, so that the run unwinds: its `finally` closes the TensorBoard writer."""
 
-    def handler(signum, frame):
+    def on_sigterm(signum, frame):
         raise Terminated
 
-    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def interrupted(run_dir: Path, stop: BaseException) -> int:

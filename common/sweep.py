@@ -37,7 +37,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from common.runs import COMPLETION_MARKER, Terminated, stop_on_sigterm
+from common.runs import COMPLETION_MARKER, Terminated, stop_on_signals
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG_TAIL_LINES = 20
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         if finished[run] is not None:
             print(f"[sweep] skip {run.key}: finished in {finished[run]}")
-    stop_on_sigterm()
+    stop_on_signals()
     if todo and args.backend == "ray":
         run_ray(todo, out, args.ray_address, args.workers, args.run_timeout, progress)
     elif todo:

@@ -270,3 +270,16 @@ def test_gradient_poi_is_higher_off_the_training_data():
         outside, inside = poi_off_and_on_data(gradient, model, seed)
         ratios.append(outside / inside)
     assert min(ratios) > 1.3 and np.mean(ratios) > 2.0, ratios
+
+
+def test_the_interest_gate_and_the_mixing_are_the_same_code_in_every_file():
+    """test_smoke runs the reward flags on one file; the lines that gate and mix are the same in all."""
+    from pathlib import Path
+
+    keys = ("int_weight", "interest_on", "recent_returns", "mb_int_advantages", "int_after_return")
+    blocks = {}
+    for name in ("ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_emb"):
+        source = (Path(__file__).resolve().parents[1] / "algos" / f"{name}.py").read_text()
+        blocks[name] = [line.strip() for line in source.splitlines() if any(key in line for key in keys)]
+    first = blocks["ppo_poi_ensemble"]
+    assert len(first) >= 10 and all(block == first for block in blocks.values())
