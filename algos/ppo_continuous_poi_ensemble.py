@@ -172,6 +172,13 @@ def make_env(env_id, idx, capture_video, run_dir, gamma):
     return thunk
 
 
+def observation_statistics(env):
+    """The running mean and variance of `make_env`'s NormalizeObservation wrapper inside `env`."""
+    while not isinstance(env, gym.wrappers.NormalizeObservation):
+        env = env.env
+    return env.obs_rms.mean.copy(), env.obs_rms.var.copy()
+
+
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)
@@ -576,6 +583,10 @@ if __name__ == "__main__":
         if args.save_model:
             torch.save(agent.state_dict(), run_dir / "agent.pt")
             model.save(run_dir / "forward_model.pt")
+            # the agent acts on normalised observations: clip((obs - mean) / sqrt(var + 1e-8), -10, 10), per env
+            stats = [observation_statistics(env) for env in envs.envs]
+            np.savez(run_dir / "obs_normalization.npz", mean=np.stack([m for m, _ in stats]),
+                     var=np.stack([v for _, v in stats]), clip=10.0)  # fmt: skip
             save_args(args, run_dir / "args.json")
             print(f"models saved to {run_dir}")
         writer.flush()

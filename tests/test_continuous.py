@@ -134,6 +134,17 @@ def test_continuous_ppo_ensemble_runs(tmp_path, env_id):
     assert len(scalars["poi/mean"]) == 2 and min(v for _, v in scalars["poi/mean"]) > 0
     model = cppo.ForwardModel.load(run_dir / "forward_model.pt")
     assert model.num_members == 5
+    # what the saved agent needs to act on raw observations: the normalisation it was trained with
+    stats = np.load(run_dir / "obs_normalization.npz")
+    obs_dim = stats["mean"].shape[1]
+    assert stats["mean"].shape == stats["var"].shape == (1, obs_dim) and float(stats["clip"]) == 10.0
+    assert not np.allclose(stats["mean"], 0.0) and not np.allclose(stats["var"], 1.0)  # moved from their start
+    agent = cppo.Agent(obs_dim, int(make_continuous_env(env_id).action_space.shape[0]))
+    agent.load_state_dict(torch.load(run_dir / "agent.pt"))
+    raw = np.asarray(make_continuous_env(env_id).reset(seed=0)[0], dtype=np.float32)
+    normalised = np.clip((raw - stats["mean"][0]) / np.sqrt(stats["var"][0] + 1e-8), -10, 10)
+    action = agent.get_action_and_value(torch.tensor(normalised, dtype=torch.float32)[None])[0]
+    assert action.shape == (1, agent.actor_logstd.shape[1]) and torch.isfinite(action).all()
 
 
 @pytest.mark.parametrize("script, flags, message", [
