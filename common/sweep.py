@@ -92,7 +92,7 @@ def finished_run_dir(run: Run, out: Path) -> Path | None:
 
 
 def execute(command: tuple[str, ...], log_path: str, timeout: float | None, stop: threading.Event | None = None,
-            grace: float = 30.0) -> tuple[int, float]:  # fmt: skip
+            grace: float = 30.0) -> tuple[int | None, float]:  # fmt: skip
     """Run one command with one thread for its numerics, output appended to `log_path`;
     returns (exit code, seconds). A run over `timeout`, or running when `stop` is set (the
     sweep was interrupted), gets SIGTERM (it closes its logs and exits 143), SIGKILL after
