@@ -87,16 +87,6 @@ def steps_to_fall_below(steps: np.ndarray, smoothed: np.ndarray, threshold: floa
     return float(steps[above[0] + below[0]]) - start if len(below) else math.nan
 
 
-def highest_smoothed(run, tag: str, span: int) -> float:
-    """The highest value of `tag`'s moving average (restarted at each phase start) in the run; NaN if it is not logged."""
-    highest = math.nan
-    for p in run.phases:
-        _, values = in_phase(run.scalars.get(tag, []), p["start"], p["start"] + p["length"])
-        if len(values):
-            highest = max(float(ema(values, span).max()), -math.inf if math.isnan(highest) else highest)
-    return highest
-
-
 def in_phase(series: list[tuple[int, float]], start: int, end: float) -> tuple[np.ndarray, np.ndarray]:
     pairs = [(step, value) for step, value in series if start <= step < end]
     return np.array([s for s, _ in pairs], dtype=float), np.array([v for _, v in pairs], dtype=float)
@@ -115,7 +105,8 @@ def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], succes
         for kind, tag in LOSSES.items():
             steps, values = in_phase(scalars.get(tag, []), start, end)
             if len(values) == 0:
-                row.update({f"{kind}_adaptation": math.nan, f"{kind}_reached": False, f"{kind}_asymptotic": math.nan})
+                row.update({f"{kind}_adaptation": math.nan, f"{kind}_reached": False, f"{kind}_asymptotic": math.nan,
+                            f"{kind}_highest": math.nan})  # fmt: skip
                 continue
             smoothed = ema(values, span)
             threshold = relative * level[kind] if relative and kind in level else thresholds[kind]
@@ -125,6 +116,7 @@ def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], succes
             row[f"{kind}_reached"] = not math.isnan(reached)
             row[f"{kind}_adaptation"] = reached if row[f"{kind}_reached"] else end - start
             row[f"{kind}_asymptotic"] = float(smoothed.min())
+            row[f"{kind}_highest"] = float(smoothed.max())
         row["success_steps"] = steps_to_return(scalars.get(RETURN, []), start, end, success_threshold, success_window)
         row["success"] = not math.isnan(row["success_steps"])
         phases.append(row)
@@ -445,8 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             if not usable:
                 raise ValueError("--drop-unsuccessful dropped every run")
         for kind, threshold in thresholds.items():
-            highest = [highest_smoothed(run, LOSSES[kind], args.span) for run in usable]
-            highest = [h for h in highest if not math.isnan(h)]
+            highest = [p[f"{kind}_highest"] for run in usable for p in run.phases if not math.isnan(p[f"{kind}_highest"])]
             if highest and max(highest) < threshold:
                 raise ValueError(
                     f"--{kind}-threshold {threshold:g} is above every run's smoothed {kind} loss (at most "
