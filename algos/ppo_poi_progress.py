@@ -20,11 +20,12 @@ import tyro
 from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
+from common.checkpoint import CHECKPOINT, env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
 from common.heldout import heldout_set
 from common.checks import check_range
 from common.runs import (
     NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
-    save_args, stop_on_signals,
+    raise_stop, save_args, stop_on_signals, stop_requested,
 )
 from envs import (
     BatchedColorDoorKey, OneHotFlatObs, check_phase_schedule, is_color_door_key, key_colors, resolve_env_id,
@@ -57,6 +58,10 @@ class Args:
     """whether to save the agent and the external model into the run folder"""
     runs_dir: str = "runs"
     """folder that holds the run folders"""
+    checkpoint_every: int = 100
+    """write checkpoint.pt into the run folder every this many iterations and on Ctrl-C or SIGTERM; 0: never"""
+    resume: str | None = None
+    """continue the run in this folder from its checkpoint.pt, with its own flags: it ends as the uninterrupted run would"""
 
     # environment arguments
     env: str = "ColorDoorKey"
@@ -174,6 +179,7 @@ def check_args(args: Args) -> None:
     check_range(args, "gamma", 0.0, 1.0, low_open=True)
     check_range(args, "gae_lambda", 0.0, 1.0)
     check_range(args, "seed", 0)
+    check_range(args, "checkpoint_every", 0)
     if args.target_kl is not None:
         check_range(args, "target_kl", 0.0, low_open=True)
     for name in ("int_coef", "ext_coef"):
@@ -496,11 +502,13 @@ class IntrinsicRewardScale:
 if __name__ == "__main__":
     args = tyro.cli(Args)
     try:
+        checkpoint = read_checkpoint(args) if args.resume else None
+        args = checkpoint["args"] if checkpoint else args
         check_args(args)
     except ValueError as error:
         sys.exit(f"error: {error}")
     env_id = resolve_env_id(args.env)
-    run_dir = Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
+    run_dir = Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
     if args.track:
         try:
             import wandb
@@ -516,8 +524,11 @@ if __name__ == "__main__":
             monitor_gym=True,
             save_code=True,
         )
-    writer = SummaryWriter(str(run_dir), flush_secs=30)
-    writer.add_text("hyperparameters", hparams_markdown(args))
+    # a resumed run drops what its folder logged after the checkpoint (TensorBoard's purge_step)
+    purge_step = checkpoint["values"]["global_step"] + 1 if checkpoint else None
+    writer = SummaryWriter(str(run_dir), flush_secs=30, purge_step=purge_step)
+    if not checkpoint:
+        writer.add_text("hyperparameters", hparams_markdown(args))
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -554,6 +565,16 @@ if __name__ == "__main__":
     model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
     lagged = LaggedModel(model, args.progress_tau)
 
+    # what a checkpoint saves by state dict, and what the loop carries from one iteration to the next
+    stateful = dict(agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer)
+
+    def loop_state():
+        return dict(
+            iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
+            int_reward_scale=int_reward_scale, recent_returns=recent_returns, interest_on=interest_on, lagged=lagged,
+            envs=env_state(envs),
+        )
+
     def heldout_sets(phase):
         """`phase`'s held-out sets (all, and the transitions the colour change alters; the same for every seed)."""
         sets = heldout_set(env_id, phase_colors, phase, args.model_target, args.eval_steps, args.eval_episode_steps,
@@ -574,19 +595,28 @@ if __name__ == "__main__":
 
     stop_on_signals()
     try:
-        # TRY NOT TO MODIFY: start the game
+        # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
+        iteration = 0
         global_step = 0
         phase = 0
         start_time = time.time()
         next_obs, infos = envs.reset(seed=args.seed)
         next_obs = torch.tensor(next_obs, device=device)
         next_info = torch.tensor(infos[info_keys[0]], device=device) if info_keys else None
-        heldout, heldout_changed = heldout_sets(phase)
         int_reward_scale = IntrinsicRewardScale(args.num_envs, args.int_gamma, args.int_scale_decay, device)
         recent_returns = deque(maxlen=100)  # the task's episodic returns, for --int-after-return
         interest_on = args.int_after_return == 0 or args.no_task_reward
 
-        for iteration in range(1, args.num_iterations + 1):
+        if checkpoint:  # last: building the networks drew from the random states it restores
+            state = restore_checkpoint(checkpoint, stateful, device)
+            set_env_state(envs, state.pop("envs"))
+            iteration, global_step, phase, next_obs, next_info, int_reward_scale, recent_returns, interest_on, lagged = (
+                state[name] for name in ("iteration", "global_step", "phase", "next_obs", "next_info", "int_reward_scale", "recent_returns", "interest_on", "lagged")
+            )
+        start_step = global_step
+        heldout, heldout_changed = heldout_sets(phase)
+
+        for iteration in range(iteration + 1, args.num_iterations + 1):
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:
                 frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -755,7 +785,7 @@ if __name__ == "__main__":
             explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
             # TRY NOT TO MODIFY: record rewards for plotting purposes
-            sps = global_step / (time.time() - start_time)
+            sps = (global_step - start_step) / (time.time() - start_time)
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
             writer.add_scalar("charts/phase", phase, global_step)
             writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
@@ -773,6 +803,10 @@ if __name__ == "__main__":
             writer.add_scalar("poi/int_weight", int_weight, global_step)
             mean_return = np.mean(iteration_returns) if iteration_returns else float("nan")
             print(progress_line(global_step, args.total_timesteps, sps, mean_return, model_train_loss), flush=True)
+            if args.checkpoint_every and (iteration % args.checkpoint_every == 0 or stop_requested()):
+                save_checkpoint(run_dir, args, stateful, loop_state())
+            if stop_requested():
+                raise_stop()
 
         if args.save_model:
             torch.save(agent.state_dict(), run_dir / "agent.pt")
@@ -784,7 +818,7 @@ if __name__ == "__main__":
     except NonFinite as error:  # stopped before the update that would have used it
         sys.exit(f"error: {error} at global step {global_step}; {run_dir} keeps everything logged before it")
     except (KeyboardInterrupt, Terminated) as stop:  # no traceback: one line, exit 130 or 143
-        sys.exit(interrupted(run_dir, stop))
+        sys.exit(interrupted(run_dir, stop, checkpointed=(run_dir / CHECKPOINT).is_file()))
     finally:  # a crash mid-run keeps everything logged so far
         envs.close()
         writer.close()

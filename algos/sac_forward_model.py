@@ -18,10 +18,11 @@ import torch.optim as optim
 import tyro
 from torch.utils.tensorboard import SummaryWriter
 
+from common.checkpoint import CHECKPOINT, env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
 from common.checks import check_range
 from common.runs import (
     NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
-    save_args, stop_on_signals,
+    raise_stop, save_args, stop_on_signals, stop_requested,
 )
 from envs.continuous import check_continuous_env, make_continuous_env
 
@@ -50,6 +51,10 @@ class Args:
     """whether to save the actor and the forward model into the run folder"""
     runs_dir: str = "runs"
     """folder that holds the run folders"""
+    checkpoint_every: int = 10000
+    """write checkpoint.pt (with the replay buffer and the forward model's data) every this many steps, a multiple of 1000 (the logging interval), and on Ctrl-C or SIGTERM; 0: never"""
+    resume: str | None = None
+    """continue the run in this folder from its checkpoint.pt, with its own flags: it ends as the uninterrupted run would"""
 
     # environment arguments
     env: str = "Pendulum-v1"
@@ -116,6 +121,9 @@ def check_args(args: Args) -> None:
         check_range(args, name, 0.0, 1.0, low_open=True)
     check_range(args, "alpha", 0.0)
     check_range(args, "seed", 0)
+    check_range(args, "checkpoint_every", 0)
+    if args.checkpoint_every % 1000:
+        raise ValueError(f"--checkpoint-every must be a multiple of 1000 (the logging interval), got {args.checkpoint_every}")
     if not 0.0 < args.fm_eval_fraction < 1.0:
         raise ValueError(f"--fm-eval-fraction must be in (0, 1), got {args.fm_eval_fraction}")
     check_continuous_env(args.env)
@@ -328,10 +336,12 @@ def true_next_obs(next_obs, infos, done):
 if __name__ == "__main__":
     args = tyro.cli(Args)
     try:
+        checkpoint = read_checkpoint(args) if args.resume else None
+        args = checkpoint["args"] if checkpoint else args
         check_args(args)
     except ValueError as error:
         sys.exit(f"error: {error}")
-    run_dir = Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
+    run_dir = Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
     if args.track:
         try:
             import wandb
@@ -347,8 +357,11 @@ if __name__ == "__main__":
             monitor_gym=True,
             save_code=True,
         )
-    writer = SummaryWriter(str(run_dir), flush_secs=30)
-    writer.add_text("hyperparameters", hparams_markdown(args))
+    # a resumed run drops what its folder logged after the checkpoint (TensorBoard's purge_step)
+    purge_step = checkpoint["values"]["global_step"] + 1 if checkpoint else None
+    writer = SummaryWriter(str(run_dir), flush_secs=30, purge_step=purge_step)
+    if not checkpoint:
+        writer.add_text("hyperparameters", hparams_markdown(args))
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -392,12 +405,37 @@ if __name__ == "__main__":
     transitions = TransitionSet(args.total_timesteps, obs_dim, action_dim, args.fm_eval_fraction, args.seed)
     fm_train_loss = float("nan")
 
+    # what a checkpoint saves by state dict, and what the loop carries from one step to the next
+    stateful = dict(actor=actor, qf1=qf1, qf2=qf2, qf1_target=qf1_target, qf2_target=qf2_target, q_optimizer=q_optimizer,
+                    actor_optimizer=actor_optimizer, fm=fm, fm_optimizer=fm_optimizer)  # fmt: skip
+    if args.autotune:
+        stateful["a_optimizer"] = a_optimizer
+
+    def loop_state():
+        return dict(
+            global_step=global_step, obs=obs, episode_returns=episode_returns, fm_train_loss=fm_train_loss, rb=rb,
+            transitions=transitions, log_alpha=log_alpha.detach() if args.autotune else None, envs=env_state(envs),
+        )
+
     stop_on_signals()
     try:
+        # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
+        global_step = 0
         start_time = time.time()
         obs, _ = envs.reset(seed=args.seed)
         episode_returns = []
-        for global_step in range(1, args.total_timesteps + 1):
+        if checkpoint:  # last: building the networks drew from the random states it restores
+            state = restore_checkpoint(checkpoint, stateful, device)
+            set_env_state(envs, state.pop("envs"))
+            global_step, obs, episode_returns, fm_train_loss, rb, transitions = (
+                state[name] for name in ("global_step", "obs", "episode_returns", "fm_train_loss", "rb", "transitions")
+            )
+            if args.autotune:
+                log_alpha.data.copy_(state["log_alpha"])
+                alpha = log_alpha.exp().item()
+        start_step = global_step
+
+        for global_step in range(global_step + 1, args.total_timesteps + 1):
             # ALGO LOGIC: put action logic here
             if global_step <= args.learning_starts:
                 actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
@@ -484,7 +522,7 @@ if __name__ == "__main__":
                     writer.add_scalar("fm/eval_loss", eval_forward_model(fm, *eval_part), global_step)
 
             if global_step % 1000 == 0 or global_step == args.total_timesteps:
-                sps = global_step / (time.time() - start_time)
+                sps = (global_step - start_step) / (time.time() - start_time)
                 if global_step > args.learning_starts:
                     writer.add_scalar("losses/qf1_values", qf1_a_values.mean().item(), global_step)
                     writer.add_scalar("losses/qf2_values", qf2_a_values.mean().item(), global_step)
@@ -500,6 +538,10 @@ if __name__ == "__main__":
                 mean_return = np.mean(episode_returns) if episode_returns else float("nan")
                 print(progress_line(global_step, args.total_timesteps, sps, mean_return, fm_train_loss), flush=True)
                 episode_returns = []
+                if args.checkpoint_every and (global_step % args.checkpoint_every == 0 or stop_requested()):
+                    save_checkpoint(run_dir, args, stateful, loop_state())
+                if stop_requested():
+                    raise_stop()
 
         if args.save_model:
             torch.save(actor.state_dict(), run_dir / "actor.pt")
@@ -511,7 +553,7 @@ if __name__ == "__main__":
     except NonFinite as error:  # stopped before the update that would have used it
         sys.exit(f"error: {error} at global step {global_step}; {run_dir} keeps everything logged before it")
     except (KeyboardInterrupt, Terminated) as stop:  # no traceback: one line, exit 130 or 143
-        sys.exit(interrupted(run_dir, stop))
+        sys.exit(interrupted(run_dir, stop, checkpointed=(run_dir / CHECKPOINT).is_file()))
     finally:  # a crash mid-run keeps everything logged so far
         envs.close()
         writer.close()

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from common.checkpoint import CHECKPOINT
+
 
 COMPLETION_MARKER = "finished.json"
 """written into a run folder when its run reached the end; sweeps skip runs that have it"""
@@ -25,8 +27,10 @@ RUN_NAME = re.compile(r"^(?P<env>.+?)__(?P<exp_name>.+)__(?P<seed>-?\d+)__(?P<ti
 
 
 def mark_finished(run_dir: Path, global_step: int, seconds: float) -> None:
-    """Last act of a run that reached its end (after its event files are flushed)."""
+    """Last act of a run that reached its end (after its event files are flushed); its
+    checkpoint goes (--save-model keeps the agent and the external model)."""
     (run_dir / COMPLETION_MARKER).write_text(json.dumps({"global_step": global_step, "seconds": round(seconds, 1)}))
+    (run_dir / CHECKPOINT).unlink(missing_ok=True)
 
 
 def hparams_markdown(args) -> str:
@@ -52,22 +56,43 @@ class Terminated(Exception):
     """SIGTERM, raised in the main thread once `stop_on_signals` is in place."""
 
 
-def stop_on_signals() -> None:
-    """Make Ctrl-C (SIGINT) raise KeyboardInterrupt, even in a process started with SIGINT ignored
-    (a background job: Python then leaves it ignored), and SIGTERM (`kill`, a sweep's timeout)
-    raise `Terminated`, so that the run unwinds: its `finally` closes the TensorBoard writer."""
-
-    def on_sigterm(signum, frame):
-        raise Terminated
-
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, on_sigterm)
+_requested: list[int] = []  # the stop signals received (SIGINT, SIGTERM)
 
 
-def interrupted(run_dir: Path, stop: BaseException) -> int:
-    """One line on stderr for a run stopped by Ctrl-C or SIGTERM; returns its exit code, 130 or 143."""
+def stop_on_signals(at_once: bool = False) -> None:
+    """Ctrl-C (SIGINT) and SIGTERM (`kill`, a sweep's timeout) ask the run to stop: the loop checks
+    `stop_requested()` after each iteration, writes its checkpoint and calls `stop()`. A second
+    signal, or any with `at_once`, raises at once: KeyboardInterrupt for SIGINT, `Terminated`
+    for SIGTERM, so that the process unwinds through its `finally`. Also in a process started
+    with SIGINT ignored (a background job: Python then leaves it ignored)."""
+
+    def on_signal(signum, frame):
+        if at_once or _requested:
+            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+        _requested.append(signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+
+def stop_requested() -> bool:
+    return bool(_requested)
+
+
+def raise_stop() -> None:
+    """Raise what the first stop signal asked for (after the loop saved its checkpoint)."""
+    raise KeyboardInterrupt if _requested[0] == signal.SIGINT else Terminated
+
+
+def interrupted(run_dir: Path, stop: BaseException, checkpointed: bool) -> int:
+    """One line on stderr for a run stopped by Ctrl-C or SIGTERM, with the command that resumes
+    it if it has a checkpoint; returns its exit code, 130 or 143."""
     how, code = ("SIGTERM", 143) if isinstance(stop, Terminated) else ("Ctrl-C", 130)
-    print(f"stopped by {how} (exit {code}): {run_dir} keeps everything logged so far", file=sys.stderr, flush=True)
+    if checkpointed:
+        then = f"resume with: python {sys.argv[0]} --resume {run_dir}"
+    else:
+        then = f"{run_dir} keeps everything logged so far (no checkpoint)"
+    print(f"stopped by {how} (exit {code}); {then}", file=sys.stderr, flush=True)
     return code
 
 

@@ -14,7 +14,9 @@ label is the algorithm's name followed by its own arguments
 A run whose folder holds the completion marker (common/runs.COMPLETION_MARKER) is skipped
 when the sweep is started again; a run that fails is recorded in `<out>/logs/<run>.failed.json`
 (exit code and the tail of its log) while the others go on, and is tried again on the next
-start. Each run's output goes to `<out>/logs/<run>.log`; `<out>/sweep.json` lists the planned
+start: from its checkpoint (`--resume <run folder>`) if it left one, as an interrupted or
+timed-out run does, else from the start. One Ctrl-C stops the sweep: the running runs get
+SIGTERM, write their checkpoints and stop; the queued ones do not start. Each run's output goes to `<out>/logs/<run>.log`; `<out>/sweep.json` lists the planned
 runs for the analysis (python -m common.analyze <out>).
 
 Ray: every node must see this repository and `<out>` at the same paths (a shared file
@@ -24,6 +26,7 @@ system), and have the requirements installed; each run asks Ray for one CPU.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import json
 import os
@@ -37,6 +40,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from common.checkpoint import CHECKPOINT
 from common.runs import COMPLETION_MARKER, Terminated, stop_on_signals
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,12 +95,18 @@ def finished_run_dir(run: Run, out: Path) -> Path | None:
     return None
 
 
+def resumable_run_dir(run: Run, out: Path) -> Path | None:
+    """The run folder of the latest attempt of `run` that stopped with a checkpoint, if any."""
+    stopped = [d for d in sorted((out / "runs").glob(f"{glob.escape(run.key)}__*")) if (d / CHECKPOINT).is_file()]
+    return stopped[-1] if stopped else None
+
+
 def execute(command: tuple[str, ...], log_path: str, timeout: float | None, stop: threading.Event | None = None,
             grace: float = 30.0) -> tuple[int | None, float]:  # fmt: skip
     """Run one command with one thread for its numerics, output appended to `log_path`;
     returns (exit code, seconds). A run over `timeout`, or running when `stop` is set (the
-    sweep was interrupted), gets SIGTERM (it closes its logs and exits 143), SIGKILL after
-    `grace` seconds; a run not started when `stop` is set never starts (exit code None)."""
+    sweep was interrupted), gets SIGTERM (it writes its checkpoint, closes its logs and exits
+    143), SIGKILL after `grace` seconds; a run not started when `stop` is set never starts (exit code None)."""
     if stop is not None and stop.is_set():
         return None, 0.0
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
@@ -104,7 +114,9 @@ def execute(command: tuple[str, ...], log_path: str, timeout: float | None, stop
     with open(log_path, "a") as log:
         log.write(f"$ {shlex.join(command)}\n")
         log.flush()
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        # a session of its own: a Ctrl-C in the terminal reaches the sweep alone, which stops the run once
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                                   start_new_session=True)  # fmt: skip
         while process.poll() is None:
             if stop is not None and stop.is_set() or timeout is not None and time.time() - start > timeout:
                 reason = "the sweep was interrupted" if stop is not None and stop.is_set() else f"--run-timeout {timeout} s"
@@ -155,13 +167,15 @@ def record(run: Run, code: int, seconds: float, out: Path, progress: Progress) -
         tail = log_tail(log_path)
         failed_path.write_text(json.dumps({"exit_code": code, "seconds": round(seconds, 1),
                                            "command": shlex.join(run.command), "log_tail": tail}, indent=2))
-        print(f"[sweep] FAILED {run.key} (exit code {code}); log {log_path}:\n{tail}", flush=True)
+        then = "resumes from its checkpoint" if resumable_run_dir(run, out) else "starts over"
+        print(f"[sweep] FAILED {run.key} (exit code {code}; {then} on the next start); log {log_path}:\n{tail}",
+              flush=True)  # fmt: skip
     print(progress.line(), flush=True)
 
 
 def run_local(todo: list[Run], out: Path, workers: int, timeout: float | None, progress: Progress) -> None:
     """Up to `workers` runs at a time. Ctrl-C (or SIGTERM) stops the whole sweep: queued runs
-    do not start, running ones are stopped (recorded as failed, so a re-run retries them)."""
+    do not start, running ones are stopped (recorded as failed, so a re-run resumes them)."""
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=workers)
     pending = {pool.submit(execute, run.command, str(out / "logs" / f"{run.key}.log"), timeout, stop): run
@@ -263,11 +277,15 @@ def main(argv: list[str] | None = None) -> int:
 
     finished = {run: finished_run_dir(run, out) for run in runs}
     todo = [run for run in runs if finished[run] is None]
+    for i, run in enumerate(todo):
+        if (run_dir := resumable_run_dir(run, out)) is not None:
+            todo[i] = dataclasses.replace(run, command=(*run.command, "--resume", str(run_dir)))
+            print(f"[sweep] resume {run.key} from {run_dir / CHECKPOINT}")
     progress = Progress(len(runs), len(runs) - len(todo), args.workers)
     for run in runs:
         if finished[run] is not None:
             print(f"[sweep] skip {run.key}: finished in {finished[run]}")
-    stop_on_signals()
+    stop_on_signals(at_once=True)
     if todo and args.backend == "ray":
         run_ray(todo, out, args.ray_address, args.workers, args.run_timeout, progress)
     elif todo:

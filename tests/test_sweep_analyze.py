@@ -19,23 +19,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # a stand-in algorithm: takes the sweep's flags, finishes like the real ones, or fails on demand
 FAKE_ALGO = textwrap.dedent(f"""
-    import argparse, sys
+    import argparse, signal, sys, time
     from pathlib import Path
     sys.path.insert(0, {str(ROOT)!r})
     from common.runs import mark_finished, run_name
     parser = argparse.ArgumentParser()
-    for flag in ("--env", "--runs-dir", "--exp-name", "--fail-seeds"):
+    for flag in ("--env", "--runs-dir", "--exp-name", "--fail-seeds", "--resume"):
         parser.add_argument(flag, default="")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--sleep", type=float, default=0.0)
     args = parser.parse_args()
-    print("starting", args.seed, flush=True)
-    import time
-    time.sleep(args.sleep)
+    print("starting", args.seed, "from", args.resume or "the start", flush=True)
+    run_dir = Path(args.resume or Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed))
+    def on_sigterm(signum, frame):  # as the real ones: a checkpoint, exit 143
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "checkpoint.pt").write_text("")
+        sys.exit(143)
+    signal.signal(signal.SIGTERM, on_sigterm)
+    time.sleep(0 if args.resume else args.sleep)
     if str(args.seed) in args.fail_seeds.split(","):
         sys.exit("diverged at step 7")
-    run_dir = Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
-    run_dir.mkdir(parents=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
     mark_finished(run_dir, 10, 0.1)
 """)
 
@@ -50,7 +54,7 @@ def run_sweep(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
 def test_sweep_skips_finished_runs_and_records_failed_ones(tmp_path):
     first = run_sweep(tmp_path, "--seeds", "1", "2", "3", "--workers", "2", "--extra", "--fail-seeds 2")
     assert first.returncode == 1, first.stdout + first.stderr
-    assert "FAILED E__fake_algo__2 (exit code 1)" in first.stdout and "diverged at step 7" in first.stdout
+    assert "FAILED E__fake_algo__2 (exit code 1; starts over on the next start)" in first.stdout and "diverged at step 7" in first.stdout
     failed = json.loads((tmp_path / "sw/logs/E__fake_algo__2.failed.json").read_text())
     assert failed["exit_code"] == 1 and "diverged at step 7" in failed["log_tail"]
     assert len(list((tmp_path / "sw/runs").iterdir())) == 2  # seeds 1 and 3 went on and finished
@@ -294,6 +298,14 @@ def test_one_interrupt_stops_the_whole_sweep_and_records_the_running_runs(tmp_pa
         assert failed["exit_code"] != 0
     assert not (tmp_path / "sw/logs/E__fake_algo__3.log").exists()  # queued runs never started
     assert not (tmp_path / "sw/logs/E__fake_algo__4.log").exists()
+
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)  # the stopped runs resume
+    assert again.returncode == 0, again.stdout + again.stderr
+    for seed in (1, 2):
+        (run_dir,) = (tmp_path / "sw/runs").glob(f"E__fake_algo__{seed}__*")
+        assert f"resume E__fake_algo__{seed} from {run_dir}" in again.stdout
+        assert f"starting {seed} from {run_dir}" in (tmp_path / f"sw/logs/E__fake_algo__{seed}.log").read_text()
+    assert len(list((tmp_path / "sw/runs").glob("*/finished.json"))) == 4
 
 
 def test_interest_plot_normalises_by_the_level_before_the_change(tmp_path):

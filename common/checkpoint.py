@@ -1,0 +1,78 @@
+"""Checkpoints: what a run's loop carries from one iteration to the next, written atomically
+and read back, so that `--resume RUN_DIR` ends as the uninterrupted run would.
+
+A checkpoint holds the state dicts of the run's stateful objects (networks, optimisers, torch
+generators), the loop's values (step, phase, the vector env's worlds, running statistics...),
+the run's arguments and the global random states of python, numpy and torch. It is pickled
+(torch.save): it can hold objects of the algorithm file, and is read only by that file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+import random
+from pathlib import Path
+
+import cloudpickle
+import numpy as np
+import torch
+
+CHECKPOINT = "checkpoint.pt"
+"""the checkpoint's file name in a run folder; a finished run has none (common.runs.mark_finished removes it)"""
+
+
+def env_state(envs) -> bytes:
+    """A vector env's state: its worlds, their random generators, the wrappers' statistics
+    (episode returns, observation normalisers), pickled by cloudpickle, which also takes the
+    lambdas that wrappers keep; not the env factories of a SyncVectorEnv (not needed)."""
+    return cloudpickle.dumps({name: value for name, value in vars(envs).items() if name != "env_fns"})
+
+
+def set_env_state(envs, state: bytes) -> None:
+    vars(envs).update(pickle.loads(state))
+
+
+def save_checkpoint(run_dir: Path, args, stateful: dict, values: dict) -> None:
+    """Write run_dir/checkpoint.pt: `stateful` objects by their state dict (or a generator's
+    state), `values` as they are. Written to a temporary file first, so that a crash while
+    writing keeps the previous checkpoint."""
+    state = {name: obj.state_dict() if hasattr(obj, "state_dict") else obj.get_state() for name, obj in stateful.items()}
+    rng = dict(python=random.getstate(), numpy=np.random.get_state(), torch=torch.get_rng_state())
+    path = Path(run_dir) / CHECKPOINT
+    torch.save(dict(args=args, stateful=state, values=values, rng=rng), path.with_suffix(".tmp"))
+    os.replace(path.with_suffix(".tmp"), path)
+
+
+def read_checkpoint(args) -> dict:
+    """`args.resume`'s checkpoint, its arguments in place of `args`' (with `resume` kept).
+    Raises ValueError if there is none, or if a flag given with --resume differs from the
+    run's own (a flag left at its default is not given: a sweep may repeat the run's command)."""
+    path = Path(args.resume) / CHECKPOINT
+    if not path.is_file():
+        raise ValueError(f"--resume {args.resume}: no {CHECKPOINT} there (a run writes it every --checkpoint-every iterations)")
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    saved, defaults = checkpoint["args"], type(args)()
+    for field in dataclasses.fields(args):
+        given = getattr(args, field.name)
+        if field.name != "resume" and given != getattr(defaults, field.name) and given != getattr(saved, field.name):
+            raise ValueError(f"--resume continues a run with its own flags: --{field.name.replace('_', '-')} is "
+                             f"{getattr(saved, field.name)!r} there, {given!r} given")  # fmt: skip
+    checkpoint["args"] = dataclasses.replace(saved, resume=args.resume)
+    return checkpoint
+
+
+def restore_checkpoint(checkpoint: dict, stateful: dict, device) -> dict:
+    """Load the state of each `stateful` object in place and the global random states; returns
+    the loop's values (tensors moved to `device`). Call it last before the loop: building the
+    networks draws from the random states it restores."""
+    for name, obj in stateful.items():
+        if hasattr(obj, "load_state_dict"):
+            obj.load_state_dict(checkpoint["stateful"][name])
+        else:
+            obj.set_state(checkpoint["stateful"][name])
+    random.setstate(checkpoint["rng"]["python"])
+    np.random.set_state(checkpoint["rng"]["numpy"])
+    torch.set_rng_state(checkpoint["rng"]["torch"])
+    return {name: value.to(device) if torch.is_tensor(value) else value for name, value in checkpoint["values"].items()}

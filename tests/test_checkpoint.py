@@ -1,0 +1,87 @@
+"""Checkpoints and resume: an interrupted run, resumed, ends as the uninterrupted run would."""
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from torch.utils.tensorboard import SummaryWriter
+
+from common.checkpoint import CHECKPOINT
+from common.tb import read_scalars
+
+ROOT = Path(__file__).resolve().parents[1]
+DISCRETE = ["--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2", "--eval-steps", "64", "--eval-every", "1",
+            "--env", "ColorDoorKey-6x6", "--model-target", "key_distance", "--total-timesteps", "768",
+            "--change-steps", "384"]  # fmt: skip
+FLAGS = {
+    "ppo.py": DISCRETE,
+    "ppo_poi_ensemble.py": DISCRETE + ["--int-after-return", "0"],
+    "ppo_poi_disagreement.py": DISCRETE + ["--int-after-return", "0"],
+    "ppo_poi_grad.py": DISCRETE + ["--int-after-return", "0"],
+    "ppo_poi_progress.py": DISCRETE + ["--int-after-return", "0"],
+    "ppo_poi_replay.py": DISCRETE + ["--replay-size", "256"],
+    "ppo_poi_diayn.py": DISCRETE,
+    "ppo_poi_emb.py": DISCRETE + ["--int-after-return", "0"],
+    "ppo_continuous_poi_ensemble.py": ["--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2",
+                                       "--total-timesteps", "768"],  # fmt: skip
+    "sac_forward_model.py": ["--total-timesteps", "3000", "--learning-starts", "500", "--checkpoint-every", "1000"],
+}
+
+
+def scalars_without_timing(run_dir):
+    return {tag: values for tag, values in read_scalars(run_dir).items() if tag != "charts/SPS"}
+
+
+def start(script, runs_dir, *flags):
+    cmd = [sys.executable, str(ROOT / "algos" / script), "--runs-dir", str(runs_dir), *flags]
+    return subprocess.Popen(cmd, cwd=runs_dir.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("script", sorted(FLAGS))
+def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, script):
+    flags = FLAGS[script]
+    reference = start(script, tmp_path / "reference", *flags)
+    interrupted = start(script, tmp_path / "interrupted", *flags)
+    assert interrupted.stdout.readline().startswith("step")  # one iteration logged: stop in the second
+    interrupted.send_signal(signal.SIGINT)
+    _, err = interrupted.communicate(timeout=120)
+    assert reference.wait(timeout=120) == 0, reference.stderr.read()[-2000:]
+    (run_dir,) = (tmp_path / "interrupted").iterdir()
+    lines = err.strip().splitlines()
+    assert interrupted.returncode == 130 and len(lines) == 1, err
+    assert lines[0].endswith(f"--resume {run_dir}") and (run_dir / CHECKPOINT).is_file()
+    assert not (run_dir / "finished.json").exists()
+
+    resume = subprocess.run(lines[0].split("resume with: ")[1].split(), cwd=tmp_path / "interrupted",
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert resume.returncode == 0, resume.stderr[-2000:]
+    assert (run_dir / "finished.json").is_file() and not (run_dir / CHECKPOINT).exists()
+    (reference_dir,) = (tmp_path / "reference").iterdir()
+    assert scalars_without_timing(run_dir) == scalars_without_timing(reference_dir)
+
+
+def test_a_resumed_run_drops_what_was_logged_after_its_checkpoint(tmp_path):
+    """A run killed after its checkpoint logged steps past it: purge_step drops them on resume."""
+    writer = SummaryWriter(str(tmp_path))
+    for step in range(1, 9):
+        writer.add_scalar("x", step, step)
+    writer.close()
+    writer = SummaryWriter(str(tmp_path), purge_step=6)  # the checkpoint was at step 5
+    for step in range(6, 9):
+        writer.add_scalar("x", 10 * step, step)
+    writer.close()
+    assert read_scalars(tmp_path)["x"] == [(s, s) for s in range(1, 6)] + [(s, 10 * s) for s in range(6, 9)]
+
+
+def test_resume_refuses_a_missing_checkpoint_and_other_flags(tmp_path):
+    from algos.ppo import Args
+    from common.checkpoint import read_checkpoint, save_checkpoint
+
+    with pytest.raises(ValueError, match="no checkpoint.pt"):
+        read_checkpoint(Args(resume=str(tmp_path)))
+    save_checkpoint(tmp_path, Args(seed=3, learning_rate=1e-3), {}, dict(global_step=0))
+    assert read_checkpoint(Args(resume=str(tmp_path), seed=3))["args"].learning_rate == 1e-3
+    with pytest.raises(ValueError, match="--seed is 3 there, 4 given"):
+        read_checkpoint(Args(resume=str(tmp_path), seed=4))
