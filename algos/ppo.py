@@ -19,6 +19,7 @@ from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
 from common.checkpoint import CHECKPOINT, env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
+from common.evaluate import save_policy
 from common.heldout import heldout_set
 from common.checks import check_range
 from common.runs import (
@@ -59,7 +60,7 @@ class Args:
     checkpoint_every: int = 100
     """write checkpoint.pt into the run folder every this many iterations and on Ctrl-C or SIGTERM; 0: never"""
     resume: str | None = None
-    """continue the run in this folder from its checkpoint.pt, with its own flags: it ends as the uninterrupted run would"""
+    """continue the run in this folder from its checkpoint.pt, with its own flags, to the end the uninterrupted run reaches"""
 
     # environment arguments
     env: str = "ColorDoorKey"
@@ -236,6 +237,10 @@ class Agent(nn.Module):
         """--bf16: the matrix products of gradient passes (the PPO update's minibatches) in bfloat16,
         outputs cast back to float32; rollout steps (16 rows, no gradient) run faster in float32."""
         return self.bf16 and torch.is_grad_enabled()
+
+    def act(self, x, noise):
+        """The action for `x` under Gumbel `noise`, a sample of the policy (zeros: the likeliest); --save-model exports it."""
+        return (self.actor(x) + noise).argmax(-1)
 
     def get_value(self, x):
         with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
@@ -502,9 +507,8 @@ if __name__ == "__main__":
         if checkpoint:  # last: building the networks drew from the random states it restores
             state = restore_checkpoint(checkpoint, stateful, device)
             set_env_state(envs, state.pop("envs"))
-            iteration, global_step, phase, next_obs, next_info = (
-                state[name] for name in ("iteration", "global_step", "phase", "next_obs", "next_info")
-            )
+            iteration, global_step, phase = state["iteration"], state["global_step"], state["phase"]
+            next_obs, next_info = state["next_obs"], state["next_info"]
         start_step = global_step
         heldout, heldout_changed = heldout_sets(phase)
 
@@ -668,6 +672,10 @@ if __name__ == "__main__":
         if args.save_model:
             torch.save(agent.state_dict(), run_dir / "agent.pt")
             model.save(run_dir / "external_model.pt")
+            save_policy(run_dir, agent, obs_dim, dict(
+                env=args.env, observation="one_hot_view", noise="gumbel", noise_size=num_actions,
+                correct_key_color=phase_colors[-1] if phase_colors else None,
+            ))  # fmt: skip
             save_args(args, run_dir / "args.json")
             print(f"models saved to {run_dir}")
         writer.flush()

@@ -19,6 +19,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from common.checkpoint import CHECKPOINT, env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
 from common.checks import check_range
+from common.evaluate import save_policy
 from common.runs import (
     NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
     raise_stop, save_args, stop_on_signals, stop_requested,
@@ -53,7 +54,7 @@ class Args:
     checkpoint_every: int = 100
     """write checkpoint.pt into the run folder every this many iterations and on Ctrl-C or SIGTERM; 0: never"""
     resume: str | None = None
-    """continue the run in this folder from its checkpoint.pt, with its own flags: it ends as the uninterrupted run would"""
+    """continue the run in this folder from its checkpoint.pt, with its own flags, to the end the uninterrupted run reaches"""
 
     # environment arguments
     env: str = "Pendulum-v1"
@@ -210,6 +211,10 @@ class Agent(nn.Module):
             layer_init(nn.Linear(64, action_dim), std=0.01),
         )
         self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
+
+    def act(self, x, noise):
+        """The action for `x` under standard normal `noise` (zeros: the mean); --save-model exports it."""
+        return self.actor_mean(x) + self.actor_logstd.exp() * noise
 
     def get_value(self, x):
         hidden = self.critic[:-1](x)
@@ -447,9 +452,8 @@ if __name__ == "__main__":
         if checkpoint:  # last: building the networks drew from the random states it restores
             state = restore_checkpoint(checkpoint, stateful, device)
             set_env_state(envs, state.pop("envs"))  # with the observation and reward normalisers' statistics
-            iteration, global_step, next_obs, int_reward_scale = (
-                state[name] for name in ("iteration", "global_step", "next_obs", "int_reward_scale")
-            )
+            iteration, global_step, next_obs = state["iteration"], state["global_step"], state["next_obs"]
+            int_reward_scale = state["int_reward_scale"]
         start_step = global_step
 
         for iteration in range(iteration + 1, args.num_iterations + 1):
@@ -619,6 +623,11 @@ if __name__ == "__main__":
             stats = [observation_statistics(env) for env in envs.envs]
             np.savez(run_dir / "obs_normalization.npz", mean=np.stack([m for m, _ in stats]),
                      var=np.stack([v for _, v in stats]), clip=10.0)  # fmt: skip
+            obs_normalization = dict(mean=stats[0][0].tolist(), var=stats[0][1].tolist(), clip=10.0, epsilon=1e-8)
+            save_policy(run_dir, agent, obs_dim, dict(  # evaluated with env 0's statistics
+                env=args.env, observation="raw", noise="normal", noise_size=action_dim,
+                obs_normalization=obs_normalization,
+            ))  # fmt: skip
             save_args(args, run_dir / "args.json")
             print(f"models saved to {run_dir}")
         writer.flush()

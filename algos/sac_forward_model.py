@@ -20,6 +20,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from common.checkpoint import CHECKPOINT, env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
 from common.checks import check_range
+from common.evaluate import save_policy
 from common.runs import (
     NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
     raise_stop, save_args, stop_on_signals, stop_requested,
@@ -54,7 +55,7 @@ class Args:
     checkpoint_every: int = 10000
     """write checkpoint.pt (with the replay buffer and the forward model's data) every this many steps, a multiple of 1000 (the logging interval), and on Ctrl-C or SIGTERM; 0: never"""
     resume: str | None = None
-    """continue the run in this folder from its checkpoint.pt, with its own flags: it ends as the uninterrupted run would"""
+    """continue the run in this folder from its checkpoint.pt, with its own flags, to the end the uninterrupted run reaches"""
 
     # environment arguments
     env: str = "Pendulum-v1"
@@ -123,7 +124,7 @@ def check_args(args: Args) -> None:
     check_range(args, "seed", 0)
     check_range(args, "checkpoint_every", 0)
     if args.checkpoint_every % 1000:
-        raise ValueError(f"--checkpoint-every must be a multiple of 1000 (the logging interval), got {args.checkpoint_every}")
+        raise ValueError(f"--checkpoint-every must be a multiple of 1000 (SAC logs every 1000 steps), got {args.checkpoint_every}")
     if not 0.0 < args.fm_eval_fraction < 1.0:
         raise ValueError(f"--fm-eval-fraction must be in (0, 1), got {args.fm_eval_fraction}")
     check_continuous_env(args.env)
@@ -180,6 +181,11 @@ class Actor(nn.Module):
         log_std = torch.tanh(self.fc_logstd(x))
         log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1)  # From SpinUp / Denis Yarats
         return mean, log_std
+
+    def act(self, x, noise):
+        """The action for `x` under standard normal `noise` (zeros: the squashed mean); --save-model exports it."""
+        mean, log_std = self(x)
+        return torch.tanh(mean + log_std.exp() * noise) * self.action_scale + self.action_bias
 
     def get_action(self, x):
         mean, log_std = self(x)
@@ -427,9 +433,8 @@ if __name__ == "__main__":
         if checkpoint:  # last: building the networks drew from the random states it restores
             state = restore_checkpoint(checkpoint, stateful, device)
             set_env_state(envs, state.pop("envs"))
-            global_step, obs, episode_returns, fm_train_loss, rb, transitions = (
-                state[name] for name in ("global_step", "obs", "episode_returns", "fm_train_loss", "rb", "transitions")
-            )
+            global_step, obs, episode_returns = state["global_step"], state["obs"], state["episode_returns"]
+            fm_train_loss, rb, transitions = state["fm_train_loss"], state["rb"], state["transitions"]
             if args.autotune:
                 log_alpha.data.copy_(state["log_alpha"])
                 alpha = log_alpha.exp().item()
@@ -546,6 +551,7 @@ if __name__ == "__main__":
         if args.save_model:
             torch.save(actor.state_dict(), run_dir / "actor.pt")
             fm.save(run_dir / "forward_model.pt")
+            save_policy(run_dir, actor, obs_dim, dict(env=args.env, observation="raw", noise="normal", noise_size=action_dim))
             save_args(args, run_dir / "args.json")
             print(f"models saved to {run_dir}")
         writer.flush()

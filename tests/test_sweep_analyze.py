@@ -299,7 +299,8 @@ def test_one_interrupt_stops_the_whole_sweep_and_records_the_running_runs(tmp_pa
     assert not (tmp_path / "sw/logs/E__fake_algo__3.log").exists()  # queued runs never started
     assert not (tmp_path / "sw/logs/E__fake_algo__4.log").exists()
 
-    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)  # the stopped runs resume
+    cmd[-1] = "--sleep 0"  # the stopped runs resume (the fake skips its sleep then), the queued ones start
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
     for seed in (1, 2):
         (run_dir,) = (tmp_path / "sw/runs").glob(f"E__fake_algo__{seed}__*")

@@ -1,0 +1,112 @@
+"""Saved agents: the exported policy acts as the agent does, and `common.evaluate` runs it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from common.evaluate import POLICY, draw_noise, evaluate, save_policy
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load(run_dir):
+    return torch.export.load(run_dir / POLICY).module()
+
+
+def test_the_exported_discrete_policy_samples_the_agents_action_distribution(tmp_path):
+    from algos.ppo import Agent
+
+    torch.manual_seed(0)
+    agent = Agent(980, 7)
+    with torch.no_grad():  # a policy far from uniform, so that the counts can tell
+        agent.actor[-1].weight.mul_(300)
+    save_policy(tmp_path, agent, 980, dict(env="ColorDoorKey-6x6", observation="one_hot_view", noise="gumbel", noise_size=7))
+    policy = load(tmp_path)
+    obs = (torch.rand(1, 980) < 0.15).float()
+    probs = torch.softmax(agent.actor(obs), -1)[0].detach()
+    assert policy(obs, torch.zeros(1, 7), torch.zeros(1, 0)).item() == probs.argmax().item()
+    generator, meta = torch.Generator().manual_seed(1), dict(noise="gumbel", noise_size=7)
+    n = 20000
+    counts = torch.bincount(torch.cat([policy(obs, draw_noise(meta, generator), torch.zeros(1, 0)) for _ in range(n)]),
+                            minlength=7)  # fmt: skip
+    sd = (probs * (1 - probs) / n).sqrt()
+    assert 2 / 7 < probs.max() < 0.9 and ((counts / n - probs).abs() <= 5 * sd + 1e-3).all(), (counts / n, probs)
+
+
+def test_a_skill_conditioned_policy_sees_the_observation_and_the_skill(tmp_path):
+    from algos.ppo_poi_diayn import Agent, agent_input
+
+    agent = Agent(980 + 8, 7)
+    meta = dict(env="ColorDoorKey-6x6", observation="one_hot_view", noise="gumbel", noise_size=7,
+                condition=dict(kind="one_hot", probs=[1 / 8] * 8))  # fmt: skip
+    save_policy(tmp_path, agent, 980, meta)
+    policy, obs = load(tmp_path), (torch.rand(4, 980) < 0.15).float()
+    for skill in range(8):
+        skills = torch.full((1,), skill)
+        for row in obs:
+            expected = agent.actor(agent_input(row[None], skills, 8)).argmax(-1)
+            onehot = torch.nn.functional.one_hot(skills, 8).float()
+            assert torch.equal(policy(row[None], torch.zeros(1, 7), onehot), expected)
+
+
+def test_the_continuous_policies_give_the_mean_without_noise_and_mean_plus_std_noise_with_it(tmp_path):
+    import gymnasium as gym
+
+    from algos.ppo_continuous_poi_ensemble import Agent
+    from algos.sac_forward_model import Actor
+
+    agent, x, noise = Agent(3, 2), torch.randn(1, 3), torch.randn(1, 2)
+    save_policy(tmp_path, agent, 3, dict(env="Pendulum-v1", observation="raw", noise="normal", noise_size=2))
+    policy = load(tmp_path)
+    torch.testing.assert_close(policy(x, torch.zeros(1, 2), torch.zeros(1, 0)), agent.actor_mean(x))
+    torch.testing.assert_close(policy(x, noise, torch.zeros(1, 0)), agent.actor_mean(x) + agent.actor_logstd.exp() * noise)
+
+    actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)))
+    save_policy(tmp_path, actor, 3, dict(env="Pendulum-v1", observation="raw", noise="normal", noise_size=1))
+    _, _, mean_action = actor.get_action(x)  # the squashed mean, as SAC evaluates
+    torch.testing.assert_close(load(tmp_path)(x, torch.zeros(1, 1), torch.zeros(1, 0)), mean_action)
+
+
+def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path):
+    """A short ppo.py run saved with --save-model; evaluate (deterministic) against a loop
+    written here with the agent loaded from agent.pt."""
+    import gymnasium as gym
+
+    from algos.ppo import Agent
+    from envs import OneHotFlatObs
+
+    cmd = [sys.executable, str(ROOT / "algos/ppo.py"), "--runs-dir", str(tmp_path / "runs"), "--env",
+           "MiniGrid-Empty-5x5-v0", "--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2",
+           "--total-timesteps", "256", "--eval-steps", "64", "--save-model"]  # fmt: skip
+    assert subprocess.run(cmd, cwd=tmp_path, capture_output=True, timeout=300).returncode == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    result = evaluate(run_dir, episodes=3, deterministic=True, seed=5)
+    agent = Agent(980, 7)
+    agent.load_state_dict(torch.load(run_dir / "agent.pt"))
+    env = OneHotFlatObs(gym.make("MiniGrid-Empty-5x5-v0"))
+    for episode in range(3):
+        obs, _ = env.reset(seed=5 + episode)
+        total, length, done = 0.0, 0, False
+        while not done:
+            action = agent.actor(torch.as_tensor(obs)[None]).argmax(-1).item()
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total, length, done = total + float(reward), length + 1, terminated or truncated
+        assert (result["returns"][episode], result["lengths"][episode]) == (pytest.approx(total), length)
+
+    cli = subprocess.run([sys.executable, "-m", "common.evaluate", str(run_dir), "--episodes", "2", "--json",
+                          str(tmp_path / "e.json")], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert cli.returncode == 0 and "2 episodes, return" in cli.stdout, cli.stderr
+    assert len(json.loads((tmp_path / "e.json").read_text())["returns"]) == 2
+
+
+@pytest.mark.parametrize("flags, message", [([], "no policy.pt2"), (["--episodes", "0"], "--episodes must be positive")])
+def test_evaluate_rejects_bad_input_with_one_line(tmp_path, flags, message):
+    cli = subprocess.run([sys.executable, "-m", "common.evaluate", str(tmp_path), *flags], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    lines = cli.stderr.strip().splitlines()
+    assert cli.returncode == 1 and len(lines) == 1 and message in lines[0], cli.stderr
