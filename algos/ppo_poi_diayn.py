@@ -155,6 +155,8 @@ class Args:
     """skills are drawn uniformly before this global step"""
     skill_states: int = 512
     """states sampled, labelled by the discriminator and scored by POI to weigh the skills (once per rollout)"""
+    disc_input: Literal["view", "xy"] = "view"
+    """what the discriminator q(z|s) sees of a state: the one-hot view (EMMA), or the agent's cell, x and y one-hot (DIAYN's x-y prior; ColorDoorKey, --state-sampler rollouts)"""
     state_sampler: Literal["vae", "rollouts"] = "vae"
     """where those states come from: a VAE trained online on visited observations, or the last rollout"""
     vae_latent: int = 16
@@ -230,6 +232,8 @@ def check_args(args: Args) -> None:
         raise ValueError(f"--vector-env batched needs a ColorDoorKey env, got {args.env}")
     if args.vector_env == "batched" and args.capture_video:
         raise ValueError("--capture-video needs --vector-env minigrid (the batched env does not render)")
+    if args.disc_input == "xy" and not (is_color_door_key(env_id) and args.state_sampler == "rollouts"):
+        raise ValueError("--disc-input xy needs a ColorDoorKey env (its info has the cells) and --state-sampler rollouts")
     for name in ("num_skills", "skill_states", "vae_latent"):
         if getattr(args, name) < (2 if name == "num_skills" else 1):
             raise ValueError(f"--{name.replace('_', '-')} must be at least {2 if name == 'num_skills' else 1}, got {getattr(args, name)}")
@@ -534,6 +538,34 @@ def agent_input(obs, skills, num_skills):
     return torch.cat([obs, F.one_hot(skills, num_skills).float()], dim=-1)
 
 
+def disc_inputs(views, cells, disc_input, grid_size):
+    """What the discriminator sees of states: their one-hot views, or their cells (x, y) as one-hot x and y."""
+    if disc_input == "view":
+        return views
+    return torch.cat([F.one_hot(cells[..., 0], grid_size), F.one_hot(cells[..., 1], grid_size)], dim=-1).float()
+
+
+def cells_of(infos, done=None):
+    """The agent's cell (x, y) in each env from a step's infos; with `done`, of the state the step
+    led to (the final info where the episode ended, not the reset one)."""
+    cells = np.stack([infos["agent_x"], infos["agent_y"]], axis=-1).astype(np.int64)
+    if done is not None and done.any():
+        ended = np.flatnonzero(done)
+        cells[ended] = np.stack([infos["final_info"]["agent_x"][ended], infos["final_info"]["agent_y"][ended]], axis=-1)
+    return cells
+
+
+def visitation_image(visits):
+    """Visits (skills, height, width) as one grey image (1, height, skills x (width + 1) - 1): each
+    skill's share of its visits per cell, scaled to its busiest cell, the skills side by side."""
+    num_skills, height, width = visits.shape
+    share = visits / visits.amax(dim=(1, 2), keepdim=True).clamp(min=1e-12)
+    image = torch.zeros(height, num_skills * (width + 1) - 1)
+    for k in range(num_skills):
+        image[:, k * (width + 1) : k * (width + 1) + width] = share[k]
+    return image.unsqueeze(0)
+
+
 class Discriminator(nn.Module):
     """q(z | s): which skill led to observation s."""
 
@@ -705,7 +737,8 @@ if __name__ == "__main__":
     model = model.to(device)
     model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
     eval_generator = torch.Generator(device).manual_seed(args.seed)  # logging's own draws: training ignores --eval-every
-    disc = Discriminator(obs_dim, args.num_skills).to(device)
+    grid_size = gym.spec(env_id).kwargs.get("size", 0)  # ColorDoorKey's; --disc-input xy needs it
+    disc = Discriminator(obs_dim if args.disc_input == "view" else 2 * grid_size, args.num_skills).to(device)
     disc_optimizer = optim.Adam(disc.parameters(), lr=args.disc_learning_rate, fused=True)
     vae = StateVAE(obs_dim, args.vae_latent).to(device)
     vae_optimizer = optim.Adam(vae.parameters(), lr=args.disc_learning_rate, fused=True)
@@ -719,7 +752,7 @@ if __name__ == "__main__":
     def loop_state():
         return dict(
             iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
-            skill_probs=skill_probs, next_skill=next_skill, envs=env_state(envs),
+            skill_probs=skill_probs, next_skill=next_skill, next_cell=next_cell, visits=visits, envs=env_state(envs),
         )
 
     def heldout_sets(phase):
@@ -741,6 +774,8 @@ if __name__ == "__main__":
     final_diayn_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
     skills = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long).to(device)
     next_observations = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
+    cells = torch.zeros((args.num_steps, args.num_envs, 2), dtype=torch.long).to(device)  # the agent's (x, y)
+    next_cells = torch.zeros((args.num_steps, args.num_envs, 2), dtype=torch.long).to(device)
     targets = torch.zeros((args.num_steps, args.num_envs, obs_dim if args.model_target == "forward" else 1)).to(device)
 
     stop_on_signals()
@@ -755,6 +790,8 @@ if __name__ == "__main__":
         next_info = torch.tensor(infos[info_keys[0]], device=device) if info_keys else None
         skill_probs = torch.full((args.num_skills,), 1.0 / args.num_skills)
         next_skill = torch.multinomial(skill_probs, args.num_envs, replacement=True).to(device)
+        next_cell = torch.as_tensor(cells_of(infos), device=device) if grid_size else None
+        visits = torch.zeros(args.num_skills, grid_size, grid_size)  # per skill and cell, since the last map
 
         if checkpoint:  # last: building the networks drew from the random states it restores
             state = restore_checkpoint(checkpoint, stateful, device)
@@ -762,6 +799,7 @@ if __name__ == "__main__":
             iteration, global_step, phase = state["iteration"], state["global_step"], state["phase"]
             next_obs, next_info = state["next_obs"], state["next_info"]
             skill_probs, next_skill = state["skill_probs"], state["next_skill"]
+            next_cell, visits = state["next_cell"], state["visits"]
         start_step = global_step
         heldout, heldout_changed = heldout_sets(phase)
 
@@ -782,6 +820,8 @@ if __name__ == "__main__":
                     heldout, heldout_changed = heldout_sets(phase)
                 obs[step] = next_obs
                 skills[step] = next_skill
+                if grid_size:
+                    cells[step] = next_cell
 
                 # ALGO LOGIC: action logic
                 with torch.no_grad():
@@ -814,6 +854,9 @@ if __name__ == "__main__":
                 dones[step] = torch.tensor(done, device=device, dtype=torch.float32)
                 targets[step] = model_targets(args.model_target, obs[step], real_next_obs, next_info)
                 next_observations[step] = real_next_obs
+                if grid_size:  # the cells, for the x-y discriminator and the visitation maps
+                    next_cells[step] = torch.as_tensor(cells_of(infos, done), device=device)
+                    next_cell = torch.as_tensor(cells_of(infos), device=device)
                 next_obs = torch.tensor(next_obs_np, device=device)
                 next_info = torch.tensor(infos[info_keys[0]], device=device) if info_keys else None
 
@@ -844,22 +887,31 @@ if __name__ == "__main__":
                 writer.add_scalar("poi/eval_mean", eval_poi[heldout["inverse"]].mean().item(), global_step)
 
             # DIAYN LOGIC: reward from the discriminator as it was during the rollout, then its update
-            flat_next_obs, flat_skills = next_observations.reshape(-1, obs_dim), skills.reshape(-1)
-            diayn_reward = diayn_rewards(disc, flat_next_obs, flat_skills, args.num_skills)
+            flat_skills = skills.reshape(-1)
+            flat_next_obs, flat_next_cells = next_observations.reshape(-1, obs_dim), next_cells.reshape(-1, 2)
+            seen = disc_inputs(flat_next_obs, flat_next_cells, args.disc_input, grid_size)
+            diayn_reward = diayn_rewards(disc, seen, flat_skills, args.num_skills)
             diayn_reward = diayn_reward.reshape(args.num_steps, args.num_envs)
             disc_loss, disc_accuracy = train_discriminator(
-                disc, disc_optimizer, flat_next_obs, flat_skills, args.model_batch_size
+                disc, disc_optimizer, seen, flat_skills, args.model_batch_size
             )
+            if grid_size:  # where each skill goes: a map per skill, logged with the evaluation
+                x, y = flat_next_cells.cpu().unbind(-1)
+                visits.index_put_((flat_skills.cpu(), y, x), torch.ones(len(x)), accumulate=True)
+                if iteration % args.eval_every == 0 or iteration == args.num_iterations:
+                    writer.add_image("skills/visitation", visitation_image(visits), global_step)
+                    visits.zero_()
             if args.state_sampler == "vae":
                 vae_loss = train_vae(vae, vae_optimizer, obs.reshape(-1, obs_dim), args.model_batch_size)
 
             # SKILL LOGIC: weigh the skills by the POI of sampled states, each labelled with its likeliest skill
             if args.state_sampler == "vae":
-                states = vae.sample(args.skill_states)
+                states, state_cells = vae.sample(args.skill_states), None
             else:
-                states = obs.reshape(-1, obs_dim)[torch.randint(args.batch_size, (args.skill_states,))]
+                rows = torch.randint(args.batch_size, (args.skill_states,))
+                states, state_cells = obs.reshape(-1, obs_dim)[rows], cells.reshape(-1, 2)[rows]
             with torch.no_grad():
-                labels = disc(states).argmax(-1)
+                labels = disc(disc_inputs(states, state_cells, args.disc_input, grid_size)).argmax(-1)
             random_actions = torch.randint(num_actions, (args.skill_states,), device=device)
             poi = poi_values(model, states, random_actions, args.mc_samples)
             guided_probs, skill_poi = skill_distribution(

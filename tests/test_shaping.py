@@ -75,6 +75,20 @@ def test_discriminator_tells_apart_skills_that_visit_disjoint_states():
     assert wrong.mean() < -1.0
 
 
+def test_the_cells_the_discriminator_and_the_maps_see():
+    """cells_of: the cell a step led to is the final one where the episode ended; disc_inputs: x
+    and y one-hot; visitation_image: each skill's visits scaled to its busiest cell, side by side."""
+    infos = {"agent_x": np.array([1, 1]), "agent_y": np.array([2, 1]),
+             "final_info": {"agent_x": np.array([0, 4]), "agent_y": np.array([0, 3])}}  # fmt: skip
+    assert diayn.cells_of(infos).tolist() == [[1, 2], [1, 1]]
+    assert diayn.cells_of(infos, np.array([False, True])).tolist() == [[1, 2], [4, 3]]
+    seen = diayn.disc_inputs(None, torch.tensor([[1, 2], [4, 3]]), "xy", 5)
+    assert seen.tolist() == [[0, 1, 0, 0, 0, 0, 0, 1, 0, 0], [0, 0, 0, 0, 1, 0, 0, 0, 1, 0]]
+    visits = torch.zeros(2, 2, 3)
+    visits[0, 1, 2], visits[0, 0, 0], visits[1, 0, 1] = 4, 2, 3
+    assert diayn.visitation_image(visits).tolist() == [[[0.5, 0, 0, 0, 0, 1, 0], [0, 0, 1, 0, 0, 0, 0]]]
+
+
 def test_skill_distribution_matches_a_hand_worked_case():
     num_skills, uniform_weight = 5, 0.3
     labels = torch.tensor([0, 0, 1, 1, 2, 2, 2, 3])  # skill 4: no state
@@ -154,7 +168,8 @@ DIAYN = ["--num-skills", "5", "--skill-warmstart", "512"]
 
 @pytest.mark.parametrize("script, flags, metrics", [
     ("algos/ppo_poi_diayn.py", DIAYN, DIAYN_METRICS | {"diayn/vae_loss"}),
-    ("algos/ppo_poi_diayn.py", [*DIAYN, "--state-sampler", "rollouts", "--interest-field", "ensemble"], DIAYN_METRICS),
+    ("algos/ppo_poi_diayn.py", [*DIAYN, "--state-sampler", "rollouts", "--interest-field", "ensemble", "--disc-input", "xy"],
+     DIAYN_METRICS),
     ("algos/ppo_poi_emb.py", [], EMB_METRICS),
     ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "3"], EMB_METRICS),
 ])  # fmt: skip
@@ -173,6 +188,7 @@ def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script, f
 @pytest.mark.parametrize("script, flags", [
     ("algos/ppo_poi_diayn.py", ["--num-skills", "1"]),
     ("algos/ppo_poi_diayn.py", ["--uniform-prior-weight", "1.5"]),
+    ("algos/ppo_poi_diayn.py", ["--disc-input", "xy"]),  # the VAE's samples have no cell
     ("algos/ppo_poi_emb.py", ["--emb-size", "0"]),
     ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "1"]),
 ])  # fmt: skip
