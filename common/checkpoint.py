@@ -38,7 +38,8 @@ def save_checkpoint(run_dir: Path, args, stateful: dict, values: dict) -> None:
     """Write run_dir/checkpoint.pt: `stateful` objects by their state dict (or a generator's
     state), `values` as they are. Written to a temporary file first, so that a crash while
     writing keeps the previous checkpoint."""
-    state = {name: obj.state_dict() if hasattr(obj, "state_dict") else obj.get_state() for name, obj in stateful.items()}
+    state = {name: obj.state_dict() if hasattr(obj, "state_dict") else obj.get_state()
+             for name, obj in stateful.items()}  # fmt: skip
     rng = dict(python=random.getstate(), numpy=np.random.get_state(), torch=torch.get_rng_state())
     path = Path(run_dir) / CHECKPOINT
     torch.save(dict(args=args, stateful=state, values=values, rng=rng), path.with_suffix(".tmp"))
@@ -51,7 +52,8 @@ def read_checkpoint(args) -> dict:
     run's own (a flag left at its default is not given: a sweep may repeat the run's command)."""
     path = Path(args.resume) / CHECKPOINT
     if not path.is_file():
-        raise ValueError(f"--resume {args.resume}: no {CHECKPOINT} there (a run writes it every --checkpoint-every iterations)")
+        raise ValueError(f"--resume {args.resume}: no {CHECKPOINT} there (a run writes one every --checkpoint-every "
+                         f"iterations and deletes it when it finishes)")  # fmt: skip
     checkpoint = torch.load(path, map_location="cpu", weights_only=False)
     saved, defaults = checkpoint["args"], type(args)()
     for field in dataclasses.fields(args):
