@@ -718,6 +718,9 @@ if __name__ == "__main__":
             b_values = values.reshape(-1)
             b_int_returns = int_returns.reshape(-1)
 
+            # without a task reward (--no-task-reward, the warm start) the task advantage is critic noise: weight 0
+            ext_weight = 0.0 if args.no_task_reward or global_step < args.reward_warmstart else args.ext_coef
+
             # Optimizing the policy and value network
             b_inds = np.arange(args.batch_size)
             clipfracs = []
@@ -743,7 +746,7 @@ if __name__ == "__main__":
                     if args.norm_adv:  # each on its own: --int-coef weighs them, whatever their scales
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
                         mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (mb_int_advantages.std() + 1e-8)
-                    mb_advantages = args.ext_coef * mb_advantages + int_weight * mb_int_advantages
+                    mb_advantages = ext_weight * mb_advantages + int_weight * mb_int_advantages
 
                     # Policy loss
                     pg_loss1 = -mb_advantages * ratio

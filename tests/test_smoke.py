@@ -176,7 +176,8 @@ def test_reward_flags_change_the_update(tmp_path, script="algos/ppo_poi_ensemble
     On MiniGrid-Empty-5x5 a random policy is rewarded within the first rollout. --int-coef mixes the
     intrinsic advantage into the first update when the interest counts from the start (--int-after-return 0);
     by default it waits for a mean return of 0.8 over 100 episodes, which this run never has, so it trains as
-    with --int-coef 0; --no-task-reward changes the run once a task reward comes (which is still logged);
+    with --int-coef 0; --no-task-reward changes the run once a task reward comes (which is still logged),
+    and leaves --ext-coef without effect (the task advantage is then only critic noise);
     with both weights 0 nothing is left to follow: the policy loss is 0."""
     flags = (*SMALL, "--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "768", "--seed", "3")
 
@@ -200,6 +201,8 @@ def test_reward_flags_change_the_update(tmp_path, script="algos/ppo_poi_ensemble
     assert max(v for _, v in no_task["charts/episodic_return"]) > 0
     assert no_task["losses/value_loss"] != gated["losses/value_loss"]
     assert {v for _, v in no_task["poi/int_weight"]} == {1.0}  # nothing to wait for
+    # without a task reward its advantage is critic noise and carries no weight, whatever --ext-coef says
+    assert policy_losses(scalars("--no-task-reward", "--ext-coef", "5")) == policy_losses(no_task)
     assert policy_losses(scalars("--int-coef", "0", "--ext-coef", "0")) == [0.0, 0.0, 0.0]
 
 
