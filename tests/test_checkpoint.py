@@ -21,6 +21,7 @@ FLAGS = {
     "ppo_poi_disagreement.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_grad.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_progress.py": DISCRETE + ["--int-after-return", "0"],
+    "ppo_poi_policy.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_replay.py": DISCRETE + ["--replay-size", "256"],
     "ppo_poi_diayn.py": DISCRETE,
     "ppo_poi_emb.py": DISCRETE + ["--int-after-return", "0"],

@@ -10,8 +10,8 @@ import pytest
 from common.checks import check_range
 
 DISCRETE = ["ppo", "ppo_poi_replay", "ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress",
-            "ppo_poi_diayn", "ppo_poi_emb"]
-POI = ["ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_emb"]
+            "ppo_poi_diayn", "ppo_poi_emb", "ppo_poi_policy"]
+POI = ["ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_emb", "ppo_poi_policy"]
 BAD = [
     ({"learning_rate": math.nan}, "--learning-rate must be a finite number in (0, inf)"),
     ({"learning_rate": -1.0}, "--learning-rate must be a finite number in (0, inf)"),

@@ -137,7 +137,7 @@ def test_intrinsic_advantages_carry_the_reward_across_episode_ends():
 
 
 SCALED_FILES = ("ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_emb",
-                "ppo_continuous_poi_ensemble")
+                "ppo_poi_policy", "ppo_continuous_poi_ensemble")
 
 
 @pytest.mark.parametrize("name", SCALED_FILES)
@@ -278,7 +278,8 @@ def test_the_interest_gate_and_the_mixing_are_the_same_code_in_every_file():
 
     keys = ("int_weight", "interest_on", "recent_returns", "mb_int_advantages", "int_after_return")
     blocks = {}
-    for name in ("ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_emb"):
+    for name in ("ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_emb",
+                 "ppo_poi_policy"):
         source = (Path(__file__).resolve().parents[1] / "algos" / f"{name}.py").read_text()
         lines = [line.strip() for line in source.splitlines() if any(key in line for key in keys)]
         checkpointing = ('state["', "=recent_returns,", "=interest_on,")  # lists each file's own values too

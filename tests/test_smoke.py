@@ -154,7 +154,8 @@ def test_bad_flag_value_is_rejected_by_the_parser(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-POI_FILES = ["algos/ppo_poi_disagreement.py", "algos/ppo_poi_ensemble.py", "algos/ppo_poi_grad.py", "algos/ppo_poi_progress.py"]
+POI_FILES = ["algos/ppo_poi_disagreement.py", "algos/ppo_poi_ensemble.py", "algos/ppo_poi_grad.py", "algos/ppo_poi_progress.py",
+             "algos/ppo_poi_policy.py"]
 POI_METRICS = {"poi/mean", "poi/max", "poi/intrinsic_reward_mean", "poi/eval_mean", "poi/int_weight", "losses/int_value_loss"}
 
 

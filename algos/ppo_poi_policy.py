@@ -1,0 +1,840 @@
+# docs: docs/algorithms/ppo_poi_policy.md
+import os
+from collections import deque
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python algos/ppo.py` finds envs/ and common/
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.categorical import Categorical
+from torch.utils.tensorboard import SummaryWriter
+
+from common.checkpoint import CHECKPOINT, env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
+from common.evaluate import save_policy
+from common.heldout import heldout_set
+from common.checks import check_range
+from common.runs import (
+    NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
+    raise_stop, save_args, stop_on_signals, stop_requested,
+)
+from envs import (
+    BatchedColorDoorKey, OneHotFlatObs, check_phase_schedule, is_color_door_key, key_colors, resolve_env_id,
+)
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled when available"""
+    torch_threads: int = 1
+    """threads torch may use (small MLPs run fastest on one; sweeps run one process per core)"""
+    bf16: bool = False
+    """the policy and value networks' matrix products in bfloat16 (autocast; weights, optimiser and losses stay float32)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "emma-rl"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (check out `videos` folder)"""
+    save_model: bool = False
+    """whether to save the agent and the external model into the run folder"""
+    runs_dir: str = "runs"
+    """folder that holds the run folders"""
+    checkpoint_every: int = 100
+    """write checkpoint.pt into the run folder every this many iterations and on Ctrl-C or SIGTERM; 0: never"""
+    resume: str | None = None
+    """continue the run in this folder from its checkpoint.pt, with its own flags, to the end the uninterrupted run reaches"""
+
+    # environment arguments
+    env: str = "ColorDoorKey"
+    """ColorDoorKey, ColorDoorKey-6x6/-8x8/-16x16, or a registered MiniGrid id"""
+    change_steps: tuple[int, ...] | None = None
+    """global steps at which the correct key colour changes (default for ColorDoorKey: one change at the midpoint)"""
+    correct_key_colors: tuple[str, ...] = ("red", "blue")
+    """the correct key colour of each phase (ColorDoorKey only)"""
+    vector_env: Literal["auto", "minigrid", "batched"] = "auto"
+    """`batched`: ColorDoorKey worlds as numpy arrays (envs/batched.py, step-equal to minigrid); `auto`: batched where it can"""
+
+    # PPO arguments
+    total_timesteps: int = 4_000_000
+    """total timesteps of the experiments"""
+    learning_rate: float = 5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 16
+    """the number of parallel game environments"""
+    num_steps: int = 128
+    """the number of steps to run in each environment per policy rollout"""
+    anneal_lr: bool = False
+    """Toggle learning rate annealing (linear to 0 over the run) for policy and value networks; off: a change of the world mid-run must not meet a vanishing rate"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 8
+    """the number of mini-batches"""
+    update_epochs: int = 4
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """Toggles advantages normalization"""
+    clip_coef: float = 0.2
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: float | None = None
+    """the target KL divergence threshold"""
+
+    # external model arguments
+    model_target: Literal["forward", "key_distance", "agent_dir"] = "forward"
+    """what the external model predicts: `forward` (next_obs - obs from obs and action) or an info value"""
+    model_gaussian: bool = False
+    """if toggled, the model predicts a mean and a log-std and is trained by Gaussian NLL (else MSE)"""
+    model_nll_beta: float = 0.5
+    """beta-NLL (Seitzer et al. 2022): each dimension's NLL weighted by a detached std^(2*beta); 0 = plain NLL"""
+    model_hidden_sizes: tuple[int, ...] = (256, 256)
+    """hidden layer sizes of the external model (EMMA's: 300 100 300 for `forward`, 100 10 for info targets)"""
+    model_dropout: float = 0.1
+    """dropout probability after each hidden layer of the external model (EMMA's: 0.5)"""
+    model_learning_rate: float = 1e-3
+    """the learning rate of the external model's Adam optimizer"""
+    model_epochs: int = 1
+    """passes over each rollout's transitions to train the external model"""
+    model_batch_size: int = 256
+    """the mini-batch size of the external model's training"""
+    eval_every: int = 2
+    """evaluate the external model on the held-out sets every this many iterations"""
+    eval_steps: int = 10240
+    """random-policy steps in the held-out set of each phase (the same for every seed)"""
+    eval_episode_steps: int = 80
+    """steps of each held-out layout's random episode: eval-steps / eval-episode-steps layouts"""
+    eval_changed_min: int = 256
+    """at least this many transitions whose target a colour change alters, in each phase's changed set"""
+
+    # POI arguments: the policy is the model whose interest the agent follows
+    policy_dropout: float = 0.1
+    """dropout after each hidden layer of the actor: a mask per step when acting (stored, so the update sees the same
+    network), and MC samples of masks for the POI"""
+    mc_samples: int = 30
+    """dropout masks of the actor whose action distributions' disagreement (mutual information) is the POI"""
+    int_coef: float = 1.0
+    """weight of the intrinsic advantages (each kind normalised per minibatch before weighting)"""
+    ext_coef: float = 2.0
+    """weight of the task advantages (each kind normalised per minibatch before weighting)"""
+    int_gamma: float = 0.99
+    """discount of the non-episodic intrinsic return"""
+    int_scale_decay: float = 0.95
+    """per rollout, the weight of the past in the intrinsic reward's scale (it forgets in about 1 / (1 - decay) rollouts)"""
+    reward_warmstart: int = 0
+    """no extrinsic reward reaches the agent before this global step"""
+    no_task_reward: bool = False
+    """if toggled, the agent learns from the intrinsic reward alone"""
+    int_after_return: float = 0.8
+    """the intrinsic advantage counts only once the mean task return of the last 100 episodes has reached this, the
+    task first (0: from the start; with --no-task-reward always from the start)"""
+
+    # filled in at runtime (not flags: a value given would be overwritten)
+    batch_size: tyro.conf.Suppress[int] = 0
+    """the batch size (computed in runtime)"""
+    minibatch_size: tyro.conf.Suppress[int] = 0
+    """the mini-batch size (computed in runtime)"""
+    num_iterations: tyro.conf.Suppress[int] = 0
+    """the number of iterations (computed in runtime)"""
+
+
+def check_args(args: Args) -> None:
+    """Raise ValueError with a one-line message for any flag combination that cannot run;
+    fills the schedule defaults and the runtime sizes."""
+    env_id = resolve_env_id(args.env)
+    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
+                 "model_epochs", "model_batch_size", "eval_every", "eval_steps", "eval_episode_steps"):
+        if getattr(args, name) <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("learning_rate", "model_learning_rate", "clip_coef", "max_grad_norm"):
+        check_range(args, name, 0.0, low_open=True)
+    for name in ("ent_coef", "vf_coef", "model_nll_beta"):
+        check_range(args, name, 0.0)
+    check_range(args, "gamma", 0.0, 1.0, low_open=True)
+    check_range(args, "gae_lambda", 0.0, 1.0)
+    check_range(args, "seed", 0)
+    check_range(args, "checkpoint_every", 0)
+    if args.target_kl is not None:
+        check_range(args, "target_kl", 0.0, low_open=True)
+    for name in ("int_coef", "ext_coef"):
+        check_range(args, name, 0.0)
+    check_range(args, "int_gamma", 0.0, 1.0, low_open=True)
+    check_range(args, "eval_changed_min", 0)
+    if not args.model_hidden_sizes or min(args.model_hidden_sizes) <= 0:
+        raise ValueError(f"--model-hidden-sizes must be positive sizes, got {args.model_hidden_sizes}")
+    if not 0.0 <= args.model_dropout < 1.0:
+        raise ValueError(f"--model-dropout must be in [0, 1), got {args.model_dropout}")
+    check_range(args, "int_scale_decay", 0.0, 1.0, high_open=True)
+    check_range(args, "int_after_return", 0.0)
+    args.batch_size = args.num_envs * args.num_steps
+    if args.batch_size % args.num_minibatches:
+        raise ValueError(
+            f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}"
+        )
+    args.minibatch_size = args.batch_size // args.num_minibatches
+    args.num_iterations = args.total_timesteps // args.batch_size
+    if args.num_iterations == 0:
+        raise ValueError(f"--total-timesteps={args.total_timesteps} is smaller than one batch ({args.batch_size})")
+    if is_color_door_key(env_id):
+        if args.change_steps is None:  # one phase per colour, evenly spaced
+            n = len(args.correct_key_colors)
+            args.change_steps = tuple(args.total_timesteps * k // n for k in range(1, n))
+        check_phase_schedule(
+            list(args.change_steps), list(args.correct_key_colors), args.total_timesteps, key_colors(env_id)
+        )
+    else:
+        if args.change_steps:
+            raise ValueError(f"--change-steps needs a ColorDoorKey env, got {args.env}")
+        if args.model_target != "forward":
+            raise ValueError(f"--model-target {args.model_target} needs a ColorDoorKey env (its info), got {args.env}")
+        args.change_steps, args.correct_key_colors = (), ()
+    if args.vector_env == "auto":
+        args.vector_env = "batched" if is_color_door_key(env_id) and not args.capture_video else "minigrid"
+    if args.vector_env == "batched" and not is_color_door_key(env_id):
+        raise ValueError(f"--vector-env batched needs a ColorDoorKey env, got {args.env}")
+    if args.vector_env == "batched" and args.capture_video:
+        raise ValueError("--capture-video needs --vector-env minigrid (the batched env does not render)")
+    if args.mc_samples < 2:
+        raise ValueError(f"--mc-samples must be at least 2, got {args.mc_samples}")
+    if not 0.0 < args.policy_dropout < 1.0:
+        raise ValueError(f"--policy-dropout must be in (0, 1): MC dropout needs dropout, got {args.policy_dropout}")
+
+
+def make_env(env_id, idx, capture_video, run_dir):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, f"{run_dir}/videos")
+        else:
+            env = gym.make(env_id)
+        env = OneHotFlatObs(env)
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        return env
+
+    return thunk
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    """The actor has dropout after each hidden layer, applied by explicit keep-masks (`actor_logits`):
+    acting draws one mask per step, which the rollout stores, so that the update's log-probabilities
+    are those of the network that acted; `policy_poi` draws many. With masks of ones (`act`, the
+    export) it is the weight-scaled mean network."""
+
+    HIDDEN = (256, 64)
+
+    def __init__(self, obs_dim, num_actions, bf16=False, dropout=0.1):
+        super().__init__()
+        self.bf16, self.keep = bf16, 1.0 - dropout
+        self.critic = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 256)),
+            nn.Tanh(),
+            layer_init(nn.Linear(256, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),
+        )
+        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # value head of the intrinsic reward, on the critic's body
+        self.actor = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 256)),
+            nn.Tanh(),
+            layer_init(nn.Linear(256, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, num_actions), std=0.01),
+        )
+
+    def amp(self):
+        """--bf16: the matrix products of gradient passes (the PPO update's minibatches) in bfloat16,
+        outputs cast back to float32; rollout steps (16 rows, no gradient) run faster in float32."""
+        return self.bf16 and torch.is_grad_enabled()
+
+    def act(self, x, noise):
+        """The action for `x` under Gumbel `noise`, a sample of the policy (zeros: the likeliest); --save-model exports it."""
+        return (self.actor(x) + noise).argmax(-1)
+
+    def draw_masks(self, shape, generator=None):
+        """Inverted-dropout masks for the actor's hidden layers: one (*shape, width) tensor per layer, 0 or 1 / keep."""
+        device = self.actor[0].weight.device
+        return torch.cat([(torch.rand((*shape, width), device=device, generator=generator) < self.keep) / self.keep
+                          for width in self.HIDDEN], dim=-1)  # fmt: skip
+
+    def actor_logits(self, x, masks):
+        """The actor's logits with its hidden units multiplied by `masks` (from `draw_masks`, broadcastable)."""
+        first, second = masks[..., : self.HIDDEN[0]], masks[..., self.HIDDEN[0] :]
+        h = self.actor[1](self.actor[0](x)) * first
+        return self.actor[4](self.actor[3](self.actor[2](h)) * second)
+
+    def get_value(self, x):
+        """Task and intrinsic values, the critic's body run once."""
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
+            hidden = self.critic[:-1](x)
+            return self.critic[-1](hidden).float(), self.critic_int(hidden).float()
+
+    def get_action_and_value(self, x, masks, action=None):
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
+            logits = self.actor_logits(x, masks).float()
+        probs = Categorical(logits=logits)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), *self.get_value(x)
+
+
+class ExternalModel(nn.Module):
+    """The model the agent feeds with data: an MLP on the observation (and the one-hot action).
+
+    `target="forward"`: learns `next_obs - obs`; `predict` returns `obs + delta`.
+    Otherwise it regresses one info value of the observation (`key_distance`, `agent_dir`).
+    Deterministic (MSE) or Gaussian (mean and clamped log-std heads, beta-NLL: plain NLL
+    shrinks the std of easy dimensions and then barely moves the mean of the hard ones).
+    """
+
+    LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+    def __init__(self, obs_dim, num_actions, target="forward", hidden_sizes=(256, 256), dropout=0.1,
+                 gaussian=False, nll_beta=0.5):
+        super().__init__()
+        self.config = dict(obs_dim=obs_dim, num_actions=num_actions, target=target, hidden_sizes=tuple(hidden_sizes),
+                           dropout=dropout, gaussian=gaussian, nll_beta=nll_beta)
+        self.num_actions, self.target, self.nll_beta = num_actions, target, nll_beta
+        in_dim = obs_dim + (num_actions if target == "forward" else 0)
+        out_dim = obs_dim if target == "forward" else 1
+        layers = []
+        for size in hidden_sizes:
+            layers += [nn.Linear(in_dim, size), nn.ReLU(), nn.Dropout(dropout)]
+            in_dim = size
+        self.body = nn.Sequential(*layers)
+        self.mean = nn.Linear(in_dim, out_dim)
+        self.log_std = nn.Linear(in_dim, out_dim) if gaussian else None
+
+    def inputs(self, obs, actions):
+        if self.target != "forward":
+            return obs
+        return torch.cat([obs, torch.eye(self.num_actions, device=obs.device)[actions.long()]], dim=-1)
+
+    def forward(self, obs, actions):
+        """Mean and log-std (None when deterministic) of the target: delta or info value."""
+        h = self.body(self.inputs(obs, actions))
+        if self.log_std is None:
+            return self.mean(h), None
+        return self.mean(h), self.log_std(h).clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
+
+    def per_sample_loss(self, obs, actions, targets):
+        """MSE, or Gaussian beta-NLL without its constant, averaged over output dimensions."""
+        return self.loss(*self(obs, actions), targets)
+
+    def loss(self, mean, log_std, targets):
+        """`per_sample_loss` of given predictions."""
+        if log_std is None:
+            return ((mean - targets) ** 2).mean(-1)
+        nll = 0.5 * ((targets - mean) / log_std.exp()) ** 2 + log_std
+        return ((2 * self.nll_beta * log_std).exp().detach() * nll).mean(-1)
+
+    @torch.no_grad()
+    def predict(self, obs, actions):
+        """The predicted next observation (forward model) or info value, with dropout off."""
+        was_training = self.training
+        self.eval()
+        mean, _ = self(obs, actions)
+        self.train(was_training)
+        return obs + mean if self.target == "forward" else mean
+
+    def save(self, path):
+        torch.save({"config": self.config, "state_dict": self.state_dict()}, path)
+
+    @classmethod
+    def load(cls, path, map_location="cpu"):
+        checkpoint = torch.load(path, map_location=map_location)
+        model = cls(**checkpoint["config"])
+        model.load_state_dict(checkpoint["state_dict"])
+        return model.eval()
+
+
+def true_next_obs(next_obs, infos, done):
+    """`next_obs` of a SAME_STEP vector env with each ended episode's final observation in
+    place of the reset observation: the observation the step really led to."""
+    real_next_obs = next_obs.copy()
+    for i in np.flatnonzero(done):
+        real_next_obs[i] = infos["final_obs"][i]
+    return real_next_obs
+
+
+def model_targets(target, obs, next_obs, info_values):
+    """What the external model learns for each transition: `next_obs - obs` or the info value of `obs`."""
+    if target == "forward":
+        return next_obs - obs
+    return info_values.reshape(*info_values.shape, 1).float()
+
+
+def train_external_model(model, optimizer, obs, actions, targets, epochs, batch_size):
+    """Mini-batch passes over one rollout's transitions; returns the mean training loss."""
+    model.train()
+    losses = []
+    for _ in range(epochs):
+        for idx in torch.randperm(len(obs)).split(batch_size):
+            loss = model.per_sample_loss(obs[idx], actions[idx], targets[idx]).mean()
+            optimizer.zero_grad()
+            check_finite("external model's loss", loss)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return float(np.mean(losses))
+
+
+def heldout_tensors(model, data, target, device):
+    """A held-out set (`common.heldout`) as the model's distinct inputs `obs`, `actions` (a random
+    policy's 10,240 steps on 6x6 hold about 1,000 distinct views and 4,000 distinct pairs),
+    each transition's place among them (`inverse`) and its target."""
+    obs = torch.tensor(data["obs"], device=device)
+    actions = torch.tensor(data["actions"], device=device)
+    if len(obs) == 0:
+        return None
+    info_values = torch.tensor(data[target], device=device) if target != "forward" else None
+    targets = model_targets(target, obs, torch.tensor(data["next_obs"], device=device), info_values)
+    rows, inverse = distinct_rows(model.inputs(obs, actions))
+    return dict(obs=obs[rows], actions=actions[rows], inverse=inverse, targets=targets)
+
+
+@torch.no_grad()
+def eval_external_model(model, obs, actions, inverse, targets):
+    """Mean loss over a held-out set's transitions, dropout off, each distinct input computed once."""
+    model.eval()
+    mean, log_std = model(obs, actions)
+    return model.loss(mean[..., inverse, :], None if log_std is None else log_std[..., inverse, :], targets).mean().item()
+
+
+def distinct_rows(x):
+    """One index per distinct row of `x` (any of its occurrences), and each row's place among them:
+    x[rows][inverse] == x."""
+    _, inverse = torch.unique(x, dim=0, return_inverse=True)
+    rows = torch.empty(int(inverse.max()) + 1, dtype=torch.long, device=x.device)
+    return rows.scatter_(0, inverse, torch.arange(len(x), device=x.device)), inverse
+
+
+@torch.no_grad()
+def policy_poi(agent, obs, num_samples, generator=None):
+    """The actor's disagreement about each observation: the mutual information between the action
+    and the dropout mask, H(mean over masks of p) - mean over masks of H(p), over `num_samples`
+    masks shared by the batch (each distinct observation computed once). It is 0 where every
+    mask gives the same distribution, however random that distribution is (the policy's own
+    entropy is not counted), and at most log(actions)."""
+    rows, inverse = distinct_rows(obs)
+    masks = agent.draw_masks((num_samples, 1), generator)  # (samples, 1, units): one mask per pass
+    log_p = torch.log_softmax(agent.actor_logits(obs[rows], masks), dim=-1)  # (samples, distinct, actions)
+    mean_entropy = -(log_p.exp() * log_p).sum(-1).mean(0)
+    log_mean_p = torch.logsumexp(log_p, dim=0) - np.log(num_samples)
+    entropy_of_mean = -(log_mean_p.exp() * log_mean_p).sum(-1)
+    return (entropy_of_mean - mean_entropy).clamp_min(0.0)[inverse]
+
+
+def compute_gae(rewards, values, next_values, terminations, dones, gamma, gae_lambda):
+    """Generalised advantage estimation over a (num_steps, num_envs) rollout.
+
+    `next_values[t]` is the value of the true next observation of step t (the final
+    observation where the episode ended); `terminations[t]` stops the bootstrap from it
+    (a truncated step still bootstraps); `dones[t]` (terminated or truncated) cuts the trace.
+    """
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = torch.zeros_like(rewards[0])
+    for t in reversed(range(len(rewards))):
+        delta = rewards[t] + gamma * (1.0 - terminations[t]) * next_values[t] - values[t]
+        lastgaelam = delta + gamma * gae_lambda * (1.0 - dones[t]) * lastgaelam
+        advantages[t] = lastgaelam
+    return advantages, advantages + values
+
+
+def intrinsic_advantages(int_rewards, int_values, next_int_value, int_gamma, gae_lambda):
+    """GAE of the intrinsic reward, non-episodic: its return flows on across episode ends
+    (an episode's end is no reason to stop seeking data for the model)."""
+    next_int_values = torch.cat([int_values[1:], next_int_value])
+    no_ends = torch.zeros_like(int_rewards)
+    return compute_gae(int_rewards, int_values, next_int_values, no_ends, no_ends, int_gamma, gae_lambda)
+
+
+class IntrinsicRewardScale:
+    """Std of the discounted intrinsic return (one per env, flowing on across episode ends),
+    its moments an exponential moving average over rollouts: it forgets, so a rise of
+    interest after the world changes shows as a larger reward for about 1 / (1 - decay)
+    rollouts instead of being divided away by the whole history."""
+
+    def __init__(self, num_envs, gamma, decay, device):
+        self.gamma, self.decay = gamma, decay
+        self.returns = torch.zeros(num_envs, device=device)
+        self.moments = torch.zeros(2, dtype=torch.float64)  # of the return and its square
+        self.weight = 0.0  # of the moments so far (bias correction, as Adam's)
+
+    def update(self, rewards):
+        """Feed a (num_steps, num_envs) block of rewards; returns the std after it."""
+        seen = torch.empty_like(rewards)
+        for t, reward in enumerate(rewards):
+            self.returns = self.returns * self.gamma + reward
+            seen[t] = self.returns
+        batch = torch.stack([seen.mean(), seen.pow(2).mean()]).double().cpu()
+        self.moments = self.decay * self.moments + (1.0 - self.decay) * batch
+        self.weight = self.decay * self.weight + (1.0 - self.decay)
+        mean, second = (self.moments / self.weight).tolist()
+        return max(second - mean**2, 0.0) ** 0.5
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    try:
+        checkpoint = read_checkpoint(args) if args.resume else None
+        args = checkpoint["args"] if checkpoint else args
+        check_args(args)
+    except ValueError as error:
+        sys.exit(f"error: {error}")
+    env_id = resolve_env_id(args.env)
+    run_dir = Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
+    if args.track:
+        try:
+            import wandb
+        except ImportError:
+            sys.exit("error: --track needs wandb: pip install wandb")
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_dir.name,
+            monitor_gym=True,
+            save_code=True,
+        )
+    # a resumed run drops what its folder logged after the checkpoint (TensorBoard's purge_step)
+    purge_step = checkpoint["values"]["global_step"] + 1 if checkpoint else None
+    writer = SummaryWriter(str(run_dir), flush_secs=30, purge_step=purge_step)
+    if not checkpoint:
+        writer.add_text("hyperparameters", hparams_markdown(args))
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.torch_threads)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # env setup: SAME_STEP autoreset returns the reset observation at once and the true
+    # final observation in infos["final_obs"], so every stored step is a real transition
+    if args.vector_env == "batched":
+        envs = BatchedColorDoorKey(args.num_envs, **gym.spec(env_id).kwargs)
+    else:
+        envs = gym.vector.SyncVectorEnv(
+            [make_env(env_id, i, args.capture_video, run_dir) for i in range(args.num_envs)],
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+    assert isinstance(envs.single_action_space, gym.spaces.Discrete), "only discrete action space is supported"
+    obs_dim = int(envs.single_observation_space.shape[0])
+    num_actions = int(envs.single_action_space.n)
+    phase_colors = list(args.correct_key_colors)
+    if phase_colors:
+        envs.call("set_correct_key_color", phase_colors[0])
+    info_keys = () if args.model_target == "forward" else (args.model_target,)
+
+    agent = Agent(obs_dim, num_actions, args.bf16, args.policy_dropout).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+    model = ExternalModel(
+        obs_dim, num_actions, args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian,
+        args.model_nll_beta
+    )
+    model = model.to(device)
+    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
+    eval_generator = torch.Generator(device).manual_seed(args.seed)  # logging's own draws: training ignores --eval-every
+
+    # what a checkpoint saves by state dict, and what the loop carries from one iteration to the next
+    stateful = dict(
+        agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer, eval_generator=eval_generator,
+    )
+
+    def loop_state():
+        return dict(
+            iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
+            int_reward_scale=int_reward_scale, recent_returns=recent_returns, interest_on=interest_on,
+            envs=env_state(envs),
+        )
+
+    def heldout_sets(phase):
+        """`phase`'s held-out sets (all, and the transitions the colour change alters; the same for every seed)."""
+        sets = heldout_set(env_id, phase_colors, phase, args.model_target, args.eval_steps, args.eval_episode_steps,
+                           args.eval_changed_min)  # fmt: skip
+        return [heldout_tensors(model, data, args.model_target, device) for data in sets]
+
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    terminations = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    int_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    policy_masks = torch.zeros((args.num_steps, args.num_envs, sum(Agent.HIDDEN))).to(device)  # the actor that acted
+    final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    targets = torch.zeros((args.num_steps, args.num_envs, obs_dim if args.model_target == "forward" else 1)).to(device)
+
+    stop_on_signals()
+    try:
+        # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
+        iteration = 0
+        global_step = 0
+        phase = 0
+        start_time = time.time()
+        next_obs, infos = envs.reset(seed=args.seed)
+        next_obs = torch.tensor(next_obs, device=device)
+        next_info = torch.tensor(infos[info_keys[0]], device=device) if info_keys else None
+        int_reward_scale = IntrinsicRewardScale(args.num_envs, args.int_gamma, args.int_scale_decay, device)
+        recent_returns = deque(maxlen=100)  # the task's episodic returns, for --int-after-return
+        interest_on = args.int_after_return == 0 or args.no_task_reward
+
+        if checkpoint:  # last: building the networks drew from the random states it restores
+            state = restore_checkpoint(checkpoint, stateful, device)
+            set_env_state(envs, state.pop("envs"))
+            iteration, global_step, phase = state["iteration"], state["global_step"], state["phase"]
+            next_obs, next_info = state["next_obs"], state["next_info"]
+            int_reward_scale, recent_returns = state["int_reward_scale"], state["recent_returns"]
+            interest_on = state["interest_on"]
+        start_step = global_step
+        heldout, heldout_changed = heldout_sets(phase)
+
+        for iteration in range(iteration + 1, args.num_iterations + 1):
+            # Annealing the rate if instructed to do so.
+            if args.anneal_lr:
+                frac = 1.0 - (iteration - 1.0) / args.num_iterations
+                lrnow = frac * args.learning_rate
+                optimizer.param_groups[0]["lr"] = lrnow
+
+            iteration_returns = []
+            for step in range(0, args.num_steps):
+                global_step += args.num_envs
+                if phase < len(args.change_steps) and global_step > args.change_steps[phase]:
+                    phase += 1  # applies at each env's next reset
+                    envs.call("set_correct_key_color", phase_colors[phase])
+                    heldout, heldout_changed = heldout_sets(phase)
+                obs[step] = next_obs
+
+                # ALGO LOGIC: action logic, by the actor under this step's dropout mask
+                policy_masks[step] = agent.draw_masks((args.num_envs,))
+                with torch.no_grad():
+                    action, logprob, _, value, int_value = agent.get_action_and_value(next_obs, policy_masks[step])
+                    values[step] = value.flatten()
+                    int_values[step] = int_value.flatten()
+                actions[step] = action
+                logprobs[step] = logprob
+
+                # TRY NOT TO MODIFY: execute the game and log data.
+                next_obs_np, reward, termination, truncation, infos = envs.step(action.cpu().numpy())
+                done = np.logical_or(termination, truncation)
+                real_next_obs = torch.tensor(true_next_obs(next_obs_np, infos, done), device=device)
+                if truncation.any():  # a truncated episode bootstraps from its final observation
+                    with torch.no_grad():
+                        final_values[step, truncation] = agent.get_value(real_next_obs[truncation])[0].flatten()
+                rewards[step] = torch.tensor(reward, device=device).view(-1)
+                if args.no_task_reward or global_step < args.reward_warmstart:
+                    rewards[step] = 0.0
+                terminations[step] = torch.tensor(termination, device=device, dtype=torch.float32)
+                dones[step] = torch.tensor(done, device=device, dtype=torch.float32)
+                targets[step] = model_targets(args.model_target, obs[step], real_next_obs, next_info)
+                next_obs = torch.tensor(next_obs_np, device=device)
+                next_info = torch.tensor(infos[info_keys[0]], device=device) if info_keys else None
+
+                if "final_info" in infos and "episode" in infos["final_info"]:
+                    episode = infos["final_info"]["episode"]
+                    for i in np.flatnonzero(infos["final_info"]["_episode"]):
+                        writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
+                        writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
+                        iteration_returns.append(float(episode["r"][i]))
+                        recent_returns.append(float(episode["r"][i]))
+
+            # POI LOGIC: the intrinsic advantage counts once the task is done well enough, and from then on
+            full = len(recent_returns) == recent_returns.maxlen
+            interest_on = interest_on or full and float(np.mean(recent_returns)) >= args.int_after_return
+            int_weight = args.int_coef if interest_on else 0.0
+
+            # EXTERNAL MODEL LOGIC: train on this rollout's transitions, evaluate on the held-out set
+            model_train_loss = train_external_model(
+                model,
+                model_optimizer,
+                obs.reshape(-1, obs_dim),
+                actions.reshape(-1),
+                targets.reshape(-1, targets.shape[-1]),
+                args.model_epochs,
+                args.model_batch_size,
+            )
+            writer.add_scalar("external_model/train_loss", model_train_loss, global_step)
+            if iteration % args.eval_every == 0 or iteration == args.num_iterations:
+                writer.add_scalar("external_model/eval_loss", eval_external_model(model, **heldout), global_step)
+                if heldout_changed is not None:
+                    eval_loss_changed = eval_external_model(model, **heldout_changed)
+                    writer.add_scalar("external_model/eval_loss_changed", eval_loss_changed, global_step)
+                eval_poi = policy_poi(agent, heldout["obs"], args.mc_samples, eval_generator)
+                writer.add_scalar("poi/eval_mean", eval_poi[heldout["inverse"]].mean().item(), global_step)
+
+            # POI LOGIC: the actor's disagreement about every stored observation, as a normalised reward
+            poi = policy_poi(agent, obs.reshape(-1, obs_dim), args.mc_samples)
+            poi = poi.reshape(args.num_steps, args.num_envs)
+            int_rewards = poi / (int_reward_scale.update(poi) + 1e-8)
+
+            # bootstrap value if not done
+            with torch.no_grad():
+                next_value, next_int_value = (v.reshape(1, -1) for v in agent.get_value(next_obs))
+                next_values = torch.cat([values[1:], next_value])
+                next_values = torch.where(dones.bool() & ~terminations.bool(), final_values, next_values)
+                advantages, returns = compute_gae(
+                    rewards, values, next_values, terminations, dones, args.gamma, args.gae_lambda
+                )
+                int_advantages, int_returns = intrinsic_advantages(
+                    int_rewards, int_values, next_int_value, args.int_gamma, args.gae_lambda
+                )
+
+            # flatten the batch
+            b_obs = obs.reshape((-1, obs_dim))
+            b_masks = policy_masks.reshape(-1, policy_masks.shape[-1])
+            b_logprobs = logprobs.reshape(-1)
+            b_actions = actions.reshape(-1)
+            b_advantages = advantages.reshape(-1)
+            b_int_advantages = int_advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
+            b_values = values.reshape(-1)
+            b_int_returns = int_returns.reshape(-1)
+
+            # without a task reward (--no-task-reward, the warm start) the task advantage is critic noise: weight 0
+            ext_weight = 0.0 if args.no_task_reward or global_step < args.reward_warmstart else args.ext_coef
+
+            # Optimizing the policy and value network
+            b_inds = np.arange(args.batch_size)
+            clipfracs = []
+            for epoch in range(args.update_epochs):
+                np.random.shuffle(b_inds)
+                for start in range(0, args.batch_size, args.minibatch_size):
+                    end = start + args.minibatch_size
+                    mb_inds = b_inds[start:end]
+
+                    _, newlogprob, entropy, newvalue, new_int_value = agent.get_action_and_value(
+                        b_obs[mb_inds], b_masks[mb_inds], b_actions[mb_inds]
+                    )
+                    logratio = newlogprob - b_logprobs[mb_inds]
+                    ratio = logratio.exp()
+
+                    with torch.no_grad():
+                        # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                        old_approx_kl = (-logratio).mean()
+                        approx_kl = ((ratio - 1) - logratio).mean()
+                        clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+
+                    mb_advantages, mb_int_advantages = b_advantages[mb_inds], b_int_advantages[mb_inds]
+                    if args.norm_adv:  # each on its own: --int-coef weighs them, whatever their scales
+                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+                        mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (mb_int_advantages.std() + 1e-8)
+                    mb_advantages = ext_weight * mb_advantages + int_weight * mb_int_advantages
+
+                    # Policy loss
+                    pg_loss1 = -mb_advantages * ratio
+                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                    # Value loss
+                    newvalue = newvalue.view(-1)
+                    if args.clip_vloss:
+                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                        v_clipped = b_values[mb_inds] + torch.clamp(
+                            newvalue - b_values[mb_inds],
+                            -args.clip_coef,
+                            args.clip_coef,
+                        )
+                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                        v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                        v_loss = 0.5 * v_loss_max.mean()
+                    else:
+                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+                    int_v_loss = 0.5 * ((new_int_value.view(-1) - b_int_returns[mb_inds]) ** 2).mean()
+
+                    entropy_loss = entropy.mean()
+                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+                    loss = loss + int_v_loss * args.vf_coef
+
+                    optimizer.zero_grad()
+                    check_finite("PPO loss", loss)
+                    loss.backward()
+                    grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    check_finite("PPO loss's gradient norm", grad_norm)
+                    optimizer.step()
+
+                if args.target_kl is not None and approx_kl > args.target_kl:
+                    break
+
+            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+            var_y = np.var(y_true)
+            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+            # TRY NOT TO MODIFY: record rewards for plotting purposes
+            sps = (global_step - start_step) / (time.time() - start_time)
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            writer.add_scalar("charts/phase", phase, global_step)
+            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+            writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+            writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("charts/SPS", int(sps), global_step)
+            writer.add_scalar("losses/int_value_loss", int_v_loss.item(), global_step)
+            writer.add_scalar("poi/mean", poi.mean().item(), global_step)
+            writer.add_scalar("poi/max", poi.max().item(), global_step)
+            writer.add_scalar("poi/intrinsic_reward_mean", int_rewards.mean().item(), global_step)
+            writer.add_scalar("poi/int_weight", int_weight, global_step)
+            mean_return = np.mean(iteration_returns) if iteration_returns else float("nan")
+            print(progress_line(global_step, args.total_timesteps, sps, mean_return, model_train_loss), flush=True)
+            if args.checkpoint_every and (iteration % args.checkpoint_every == 0 or stop_requested()):
+                save_checkpoint(run_dir, args, stateful, loop_state())
+            if stop_requested():
+                raise_stop()
+
+        if args.save_model:
+            torch.save(agent.state_dict(), run_dir / "agent.pt")
+            model.save(run_dir / "external_model.pt")
+            save_policy(run_dir, agent, obs_dim, dict(
+                env=args.env, observation="one_hot_view", noise="gumbel", noise_size=num_actions,
+                correct_key_color=phase_colors[-1] if phase_colors else None,
+            ))  # fmt: skip
+            save_args(args, run_dir / "args.json")
+            print(f"models saved to {run_dir}")
+        writer.flush()
+        mark_finished(run_dir, global_step, time.time() - start_time)
+    except NonFinite as error:  # stopped before the update that would have used it
+        sys.exit(f"error: {error} at global step {global_step}; {run_dir} keeps everything logged before it")
+    except (KeyboardInterrupt, Terminated) as stop:  # no traceback: one line, exit 130 or 143
+        sys.exit(interrupted(run_dir, stop, checkpointed=(run_dir / CHECKPOINT).is_file()))
+    finally:  # a crash mid-run keeps everything logged so far
+        envs.close()
+        writer.close()
