@@ -566,30 +566,32 @@ def visitation_image(visits):
     return image.unsqueeze(0)
 
 
-class Discriminator(nn.Module):
-    """q(z | s): which skill led to observation s."""
+def discriminator(in_dim, num_skills, hidden=256):
+    """q(z | s): logits of the skill that led to state s (as `disc_inputs` shows it)."""
+    return nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, num_skills))
 
-    def __init__(self, obs_dim, num_skills, hidden=256):
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(obs_dim, hidden), nn.ReLU(), nn.Linear(hidden, num_skills))
 
-    def forward(self, obs):
-        return self.net(obs)
+def minibatch_pass(loss_of, optimizer, num_samples, batch_size, name):
+    """One pass over `num_samples` samples in random minibatches, an optimiser step on each
+    `loss_of(indices)`; returns the mean loss."""
+    losses = []
+    for idx in torch.randperm(num_samples).split(batch_size):
+        loss = loss_of(idx)
+        optimizer.zero_grad()
+        check_finite(name, loss)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return float(np.mean(losses))
 
 
 def train_discriminator(disc, optimizer, obs, skills, batch_size):
     """One pass of cross-entropy over the rollout; returns (mean loss, accuracy before the pass)."""
     with torch.no_grad():
         accuracy = (disc(obs).argmax(-1) == skills).float().mean().item()
-    losses = []
-    for idx in torch.randperm(len(obs)).split(batch_size):
-        loss = F.cross_entropy(disc(obs[idx]), skills[idx])
-        optimizer.zero_grad()
-        check_finite("discriminator's loss", loss)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return float(np.mean(losses)), accuracy
+    loss = minibatch_pass(lambda idx: F.cross_entropy(disc(obs[idx]), skills[idx]), optimizer, len(obs), batch_size,
+                          "discriminator's loss")  # fmt: skip
+    return loss, accuracy
 
 
 @torch.no_grad()
@@ -633,15 +635,7 @@ def one_hot_cells(logits):
 
 
 def train_vae(vae, optimizer, obs, batch_size):
-    losses = []
-    for idx in torch.randperm(len(obs)).split(batch_size):
-        loss = vae.loss(obs[idx])
-        optimizer.zero_grad()
-        check_finite("state VAE's loss", loss)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return float(np.mean(losses))
+    return minibatch_pass(lambda idx: vae.loss(obs[idx]), optimizer, len(obs), batch_size, "state VAE's loss")
 
 
 def skill_distribution(labels, poi, num_skills, uniform_weight, temperature):
@@ -738,7 +732,7 @@ if __name__ == "__main__":
     model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
     eval_generator = torch.Generator(device).manual_seed(args.seed)  # logging's own draws: training ignores --eval-every
     grid_size = gym.spec(env_id).kwargs.get("size", 0)  # ColorDoorKey's; --disc-input xy needs it
-    disc = Discriminator(obs_dim if args.disc_input == "view" else 2 * grid_size, args.num_skills).to(device)
+    disc = discriminator(obs_dim if args.disc_input == "view" else 2 * grid_size, args.num_skills).to(device)
     disc_optimizer = optim.Adam(disc.parameters(), lr=args.disc_learning_rate, fused=True)
     vae = StateVAE(obs_dim, args.vae_latent).to(device)
     vae_optimizer = optim.Adam(vae.parameters(), lr=args.disc_learning_rate, fused=True)

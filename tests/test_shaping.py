@@ -59,7 +59,7 @@ def test_discriminator_tells_apart_skills_that_visit_disjoint_states():
     num_skills = 4
     obs = torch.cat([skill_states(256, k, seed=k) for k in range(num_skills)])
     skills = torch.arange(num_skills).repeat_interleave(256)
-    disc = diayn.Discriminator(64, num_skills, hidden=64)
+    disc = diayn.discriminator(64, num_skills, hidden=64)
     optimizer = torch.optim.Adam(disc.parameters(), lr=1e-3)
     first_loss, first_accuracy = diayn.train_discriminator(disc, optimizer, obs, skills, batch_size=64)
     for _ in range(20):
