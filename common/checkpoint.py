@@ -31,6 +31,8 @@ def env_state(envs) -> bytes:
 
 
 def set_env_state(envs, state: bytes) -> None:
+    """Put `env_state`'s worlds into `envs`, whose own are closed first (a video recorder warns otherwise)."""
+    envs.close()
     vars(envs).update(pickle.loads(state))
 
 
