@@ -1,16 +1,67 @@
-"""Read scalars back from a run's TensorBoard event files."""
+"""Read scalars back from a run's TensorBoard event files.
+
+A direct reader of the event files: TensorBoard's EventAccumulator checks every record's CRC
+in pure Python, about 10 s per 800k-step run here; this reads the records with `struct`, parses
+them with protobuf and applies the accumulator's purge rules, with the same result (a test
+compares the two on real runs, a resumed one among them)."""
 
 from __future__ import annotations
 
+import math
+import struct
 from pathlib import Path
 
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.compat.proto import event_pb2
+
+HEADER = struct.Struct("<QI")  # a record: length, its masked CRC, the data, the data's masked CRC
+
+
+def records(path: Path):
+    """The records of one event file; a last record still being written is left out."""
+    data = path.read_bytes()
+    pos = 0
+    while pos + HEADER.size <= len(data):
+        length, _ = HEADER.unpack_from(data, pos)
+        start = pos + HEADER.size
+        if start + length + 4 > len(data):
+            return
+        yield data[start : start + length]
+        pos = start + length + 4
+
+
+def file_version(event) -> float:
+    try:
+        return float(event.file_version.split(":")[-1])
+    except ValueError:
+        return -1.0
 
 
 def read_scalars(run_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar tag of the run as a list of (step, value), in logging order."""
-    if not Path(run_dir).is_dir():
+    """Every scalar tag of the run as a list of (step, value), in logging order, with what a
+    restarted writer purged left out (as TensorBoard shows it): from files of version 2 on, a
+    SessionLog.START at step s drops every earlier event at step >= s (`SummaryWriter(purge_step=s)`,
+    what a resumed run opens); in older files a step that goes back drops its tags' later steps."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    version, most_recent_step = None, -math.inf
+    for path in sorted(p for p in run_dir.iterdir() if "tfevents" in p.name and p.is_file()):
+        for record in records(path):
+            event = event_pb2.Event.FromString(record)
+            if event.HasField("file_version"):
+                version = file_version(event)
+            if version is not None and version >= 2:
+                if event.HasField("session_log") and event.session_log.status == event_pb2.SessionLog.START:
+                    scalars = {tag: [(s, v) for s, v in values if s < event.step] for tag, values in scalars.items()}
+            elif event.step < most_recent_step and event.HasField("summary"):
+                for value in event.summary.value:
+                    if value.tag in scalars:
+                        scalars[value.tag] = [(s, v) for s, v in scalars[value.tag] if s < event.step]
+            else:
+                most_recent_step = event.step
+            if event.HasField("summary"):
+                for value in event.summary.value:
+                    if value.HasField("simple_value"):
+                        scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return scalars

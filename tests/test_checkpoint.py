@@ -31,6 +31,15 @@ FLAGS = {
 }
 
 
+def accumulator_scalars(run_dir):
+    """TensorBoard's own reader, the reference for common.tb.read_scalars."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
 def scalars_without_timing(run_dir):
     return {tag: values for tag, values in read_scalars(run_dir).items() if tag != "charts/SPS"}
 
@@ -61,10 +70,12 @@ def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, scri
     assert (run_dir / "finished.json").is_file() and not (run_dir / CHECKPOINT).exists()
     (reference_dir,) = (tmp_path / "reference").iterdir()
     assert scalars_without_timing(run_dir) == scalars_without_timing(reference_dir)
+    assert read_scalars(run_dir) == accumulator_scalars(run_dir)  # two event files, the second one purging
 
 
 def test_a_resumed_run_drops_what_was_logged_after_its_checkpoint(tmp_path):
-    """A run killed after its checkpoint logged steps past it: purge_step drops them on resume."""
+    """A run killed after its checkpoint logged steps past it: purge_step drops them on resume, in
+    common.tb's reader as in TensorBoard's."""
     writer = SummaryWriter(str(tmp_path))
     for step in range(1, 9):
         writer.add_scalar("x", step, step)
@@ -74,6 +85,7 @@ def test_a_resumed_run_drops_what_was_logged_after_its_checkpoint(tmp_path):
         writer.add_scalar("x", 10 * step, step)
     writer.close()
     assert read_scalars(tmp_path)["x"] == [(s, s) for s in range(1, 6)] + [(s, 10 * s) for s in range(6, 9)]
+    assert read_scalars(tmp_path) == accumulator_scalars(tmp_path)
 
 
 def test_resume_refuses_a_missing_checkpoint_and_other_flags(tmp_path):
@@ -86,3 +98,14 @@ def test_resume_refuses_a_missing_checkpoint_and_other_flags(tmp_path):
     assert read_checkpoint(Args(resume=str(tmp_path), seed=3))["args"].learning_rate == 1e-3
     with pytest.raises(ValueError, match="--seed is 3 there, 4 given"):
         read_checkpoint(Args(resume=str(tmp_path), seed=4))
+
+
+def test_the_reader_leaves_out_a_record_still_being_written(tmp_path):
+    writer = SummaryWriter(str(tmp_path))
+    for step in range(1, 4):
+        writer.add_scalar("x", step, step)
+    writer.close()
+    (events,) = tmp_path.glob("*tfevents*")
+    data = events.read_bytes()
+    events.write_bytes(data[:-7])  # the last record cut short, as by a writer mid-flush
+    assert read_scalars(tmp_path)["x"] == [(1, 1.0), (2, 2.0)]
