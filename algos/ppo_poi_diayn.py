@@ -731,7 +731,7 @@ if __name__ == "__main__":
     model = model.to(device)
     model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
     eval_generator = torch.Generator(device).manual_seed(args.seed)  # logging's own draws: training ignores --eval-every
-    grid_size = gym.spec(env_id).kwargs.get("size", 0)  # ColorDoorKey's; --disc-input xy needs it
+    grid_size = gym.spec(env_id).kwargs["size"] if is_color_door_key(env_id) else 0  # its info has the cells
     disc = discriminator(obs_dim if args.disc_input == "view" else 2 * grid_size, args.num_skills).to(device)
     disc_optimizer = optim.Adam(disc.parameters(), lr=args.disc_learning_rate, fused=True)
     vae = StateVAE(obs_dim, args.vae_latent).to(device)

@@ -195,3 +195,9 @@ def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script, f
 def test_shaping_files_reject_bad_flags_with_one_line(tmp_path, script, flags):
     proc = run(tmp_path, *flags, script=script, check=False)
     assert proc.returncode == 1 and proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_diayn_runs_on_a_minigrid_id_without_cells(tmp_path):
+    """Only ColorDoorKey's info has the agent's cell: elsewhere no cells, no visitation map."""
+    run(tmp_path, *SMALL, "--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "256", script="algos/ppo_poi_diayn.py")
+    assert "diayn/disc_accuracy" in read_scalars(only_run_dir(tmp_path))
