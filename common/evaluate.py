@@ -142,9 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", help="a run folder written with --save-model")
     parser.add_argument("--episodes", type=int, default=10, help="episodes to run (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the first episode's env and of the noise (default: %(default)s)")
-    parser.add_argument("--deterministic", action="store_true", help="the likeliest action (discrete) or the mean (continuous)")
-    parser.add_argument("--key-color", default=None, help="ColorDoorKey's correct key colour (default: the run's last phase)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the first episode's env and of the noise (default: %(default)s)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="the likeliest action (discrete) or the mean (continuous)")
+    parser.add_argument("--key-color", default=None,
+                        help="ColorDoorKey's correct key colour (default: the run's last phase)")
     parser.add_argument("--video", action="store_true", help="record every episode into <run_dir>/eval_videos")
     parser.add_argument("--json", default=None, help="also write the result (with each episode's return) to this file")
     args = parser.parse_args(argv)
@@ -153,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.episodes <= 0:
             raise ValueError(f"--episodes must be positive, got {args.episodes}")
         if not (run_dir / POLICY).is_file() or not (run_dir / POLICY_META).is_file():
-            raise ValueError(f"no {POLICY} and {POLICY_META} in {run_dir}: run the algorithm with --save-model to the end")
-        if args.key_color is not None and json.loads((run_dir / POLICY_META).read_text())["observation"] != "one_hot_view":
+            raise ValueError(f"no {POLICY} and {POLICY_META} in {run_dir}: "
+                             "run the algorithm with --save-model to the end")
+        meta = json.loads((run_dir / POLICY_META).read_text())
+        if args.key_color is not None and meta.get("correct_key_color") is None:
             raise ValueError("--key-color needs a ColorDoorKey run")
         result = evaluate(run_dir, args.episodes, args.deterministic, args.seed, args.video, args.key_color)
     except ValueError as error:

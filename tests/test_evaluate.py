@@ -102,6 +102,9 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path):
                           str(tmp_path / "e.json")], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert cli.returncode == 0 and "2 episodes, return" in cli.stdout, cli.stderr
     assert len(json.loads((tmp_path / "e.json").read_text())["returns"]) == 2
+    other = subprocess.run([sys.executable, "-m", "common.evaluate", str(run_dir), "--key-color", "blue"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert other.returncode == 1 and other.stderr.strip() == "error: --key-color needs a ColorDoorKey run"
 
 
 @pytest.mark.parametrize("flags, message", [([], "no policy.pt2"), (["--episodes", "0"], "--episodes must be positive")])
