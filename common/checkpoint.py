@@ -31,8 +31,10 @@ def env_state(envs) -> bytes:
 
 
 def set_env_state(envs, state: bytes) -> None:
-    """Put `env_state`'s worlds into `envs`, whose own are closed first (a video recorder warns otherwise)."""
-    envs.close()
+    """Put `env_state`'s worlds into `envs`, whose own are closed first (a video recorder warns
+    otherwise); the vector env itself stays open."""
+    for env in getattr(envs, "envs", ()):
+        env.close()
     vars(envs).update(pickle.loads(state))
 
 

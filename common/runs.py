@@ -61,7 +61,7 @@ _requested: list[int] = []  # the stop signals received (SIGINT, SIGTERM)
 
 def stop_on_signals(at_once: bool = False) -> None:
     """Ctrl-C (SIGINT) and SIGTERM (`kill`, a sweep's timeout) ask the run to stop: the loop checks
-    `stop_requested()` after each iteration, writes its checkpoint and calls `stop()`. A second
+    `stop_requested()` after each iteration, writes its checkpoint and calls `raise_stop()`. A second
     signal, or any with `at_once`, raises at once: KeyboardInterrupt for SIGINT, `Terminated`
     for SIGTERM, so that the process unwinds through its `finally`. Also in a process started
     with SIGINT ignored (a background job: Python then leaves it ignored)."""

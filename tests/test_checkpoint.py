@@ -109,3 +109,27 @@ def test_the_reader_leaves_out_a_record_still_being_written(tmp_path):
     data = events.read_bytes()
     events.write_bytes(data[:-7])  # the last record cut short, as by a writer mid-flush
     assert read_scalars(tmp_path)["x"] == [(1, 1.0), (2, 2.0)]
+
+
+def test_an_env_state_carries_the_worlds_and_leaves_the_vector_env_open():
+    import gymnasium as gym
+    import numpy as np
+
+    from common.checkpoint import env_state, set_env_state
+    from envs import OneHotFlatObs, resolve_env_id
+
+    def make():
+        return gym.vector.SyncVectorEnv([lambda: OneHotFlatObs(gym.make(resolve_env_id("ColorDoorKey-6x6")))] * 2,
+                                        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)  # fmt: skip
+
+    first, second = make(), make()
+    first.reset(seed=1)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        first.step(rng.integers(0, 3, 2))
+    set_env_state(second, env_state(first))
+    assert not second.closed
+    for _ in range(200):  # the same worlds, the same random generators: the same steps
+        action = rng.integers(0, 7, 2)
+        a, b = first.step(action), second.step(action)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
