@@ -16,7 +16,8 @@ when the sweep is started again; a run that fails is recorded in `<out>/logs/<ru
 (exit code and the tail of its log) while the others go on, and is tried again on the next
 start: from its checkpoint (`--resume <run folder>`) if it left one, as an interrupted or
 timed-out run does, else from the start. One Ctrl-C stops the sweep: the running runs get
-SIGTERM, write their checkpoints and stop; the queued ones do not start. Each run's output goes to `<out>/logs/<run>.log`; `<out>/sweep.json` lists the planned
+SIGTERM, write their checkpoints and stop; the queued ones do not start. Each run's output
+goes to `<out>/logs/<run>.log`; `<out>/sweep.json` lists the planned
 runs for the analysis (python -m common.analyze <out>).
 
 Ray: every node must see this repository and `<out>` at the same paths (a shared file
@@ -106,7 +107,8 @@ def execute(command: tuple[str, ...], log_path: str, timeout: float | None, stop
     """Run one command with one thread for its numerics, output appended to `log_path`;
     returns (exit code, seconds). A run over `timeout`, or running when `stop` is set (the
     sweep was interrupted), gets SIGTERM (it writes its checkpoint, closes its logs and exits
-    143), SIGKILL after `grace` seconds; a run not started when `stop` is set never starts (exit code None)."""
+    143), SIGKILL after `grace` seconds; a run not started when `stop` is set never starts
+    (exit code None)."""
     if stop is not None and stop.is_set():
         return None, 0.0
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
