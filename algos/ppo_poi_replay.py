@@ -18,7 +18,7 @@ import tyro
 from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
-from common.checkpoint import CHECKPOINT, env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
+from common.checkpoint import env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
 from common.evaluate import save_policy
 from common.heldout import heldout_set
 from common.checks import check_range
@@ -779,7 +779,7 @@ if __name__ == "__main__":
     except NonFinite as error:  # stopped before the update that would have used it
         sys.exit(f"error: {error} at global step {global_step}; {run_dir} keeps everything logged before it")
     except (KeyboardInterrupt, Terminated) as stop:  # no traceback: one line, exit 130 or 143
-        sys.exit(interrupted(run_dir, stop, checkpointed=(run_dir / CHECKPOINT).is_file()))
+        sys.exit(interrupted(run_dir, stop))
     finally:  # a crash mid-run keeps everything logged so far
         envs.close()
         writer.close()

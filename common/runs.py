@@ -84,11 +84,11 @@ def raise_stop() -> None:
     raise KeyboardInterrupt if _requested[0] == signal.SIGINT else Terminated
 
 
-def interrupted(run_dir: Path, stop: BaseException, checkpointed: bool) -> int:
+def interrupted(run_dir: Path, stop: BaseException) -> int:
     """One line on stderr for a run stopped by Ctrl-C or SIGTERM, with the command that resumes
     it if it has a checkpoint; returns its exit code, 130 or 143."""
     how, code = ("SIGTERM", 143) if isinstance(stop, Terminated) else ("Ctrl-C", 130)
-    if checkpointed:
+    if (run_dir / CHECKPOINT).is_file():
         then = f"resume with: python {sys.argv[0]} --resume {run_dir}"
     else:
         then = f"{run_dir} keeps everything logged so far (no checkpoint)"

@@ -88,18 +88,20 @@ def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[s
     return runs
 
 
+def attempt_with(run: Run, out: Path, file_name: str, latest: bool = False) -> Path | None:
+    """The run folder of an attempt of `run` (the first, or the latest) that holds `file_name`, if any."""
+    folders = [d for d in sorted((out / "runs").glob(f"{glob.escape(run.key)}__*")) if (d / file_name).is_file()]
+    return (folders[-1] if latest else folders[0]) if folders else None
+
+
 def finished_run_dir(run: Run, out: Path) -> Path | None:
     """The run folder of a finished attempt of `run`, if any."""
-    for run_dir in sorted((out / "runs").glob(f"{glob.escape(run.key)}__*")):
-        if (run_dir / COMPLETION_MARKER).is_file():
-            return run_dir
-    return None
+    return attempt_with(run, out, COMPLETION_MARKER)
 
 
 def resumable_run_dir(run: Run, out: Path) -> Path | None:
     """The run folder of the latest attempt of `run` that stopped with a checkpoint, if any."""
-    stopped = [d for d in sorted((out / "runs").glob(f"{glob.escape(run.key)}__*")) if (d / CHECKPOINT).is_file()]
-    return stopped[-1] if stopped else None
+    return attempt_with(run, out, CHECKPOINT, latest=True)
 
 
 def execute(command: tuple[str, ...], log_path: str, timeout: float | None, stop: threading.Event | None = None,
