@@ -1,0 +1,57 @@
+"""The algorithm files are self-contained, so a shared function is written once per file: a
+fix to one copy must reach every copy. A top-level function or class that several files
+define is the same text in all of them, unless it is one of the few that a file adapts on
+purpose (named below, with why)."""
+
+import ast
+import collections
+from pathlib import Path
+
+ALGOS = Path(__file__).resolve().parents[1] / "algos"
+
+# definitions a file adapts to its method: how many versions of each the repository may hold
+ADAPTED = {
+    "Args": None,  # each file's flags
+    "check_args": None,
+    "Agent": 4,  # plain; continuous; two value heads (intrinsic files); explicit dropout masks (policy file)
+    "make_env": 3,  # discrete, continuous, SAC
+    "ExternalModel": 2,  # one network; a batched ensemble (ensemble file, and the shaping files' both fields)
+    "train_external_model": 2,  # the same two
+    "poi_values": None,  # each interest field
+    "mc_dropout_poi": 2,  # one network; the ensemble class with one member (the shaping files)
+    "ForwardModel": 2,  # continuous PPO and SAC
+    "train_forward_model": 2,
+    "ReplayBuffer": 2,  # interest-weighted (replay file) and SAC's
+}
+
+
+def definitions():
+    """{name: {file: source text}} of every top-level function and class in algos/."""
+    found = collections.defaultdict(dict)
+    for path in sorted(ALGOS.glob("*.py")):
+        source = path.read_text()
+        for node in ast.parse(source).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                found[node.name][path.stem] = ast.get_source_segment(source, node)
+    return found
+
+
+def test_a_definition_shared_by_files_is_the_same_text_in_each():
+    shared = {name: files for name, files in definitions().items() if len(files) > 1}
+    assert {"compute_gae", "layer_init", "true_next_obs", "heldout_tensors", "IntrinsicRewardScale"} <= set(shared)
+    for name, files in shared.items():
+        versions = collections.defaultdict(list)
+        for stem, text in files.items():
+            versions[text].append(stem)
+        allowed = ADAPTED.get(name, 1)
+        if allowed is not None:
+            assert len(versions) <= allowed, f"{name}: {len(versions)} versions: {sorted(versions.values())}"
+
+
+def test_the_two_shaping_files_share_their_common_block_line_for_line():
+    found = definitions()
+    common = [name for name, files in found.items() if {"ppo_poi_diayn", "ppo_poi_emb"} <= set(files)]
+    assert len(common) >= 15
+    for name in common:
+        if name not in ("Args", "check_args"):
+            assert found[name]["ppo_poi_diayn"] == found[name]["ppo_poi_emb"], name
