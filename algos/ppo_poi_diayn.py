@@ -151,6 +151,8 @@ class Args:
     """weight of the uniform distribution in the skill distribution; 1 = plain online DIAYN (POI unused)"""
     skill_temperature: float = 1.0
     """skill distribution: softmax(log(POI of the skill's states) / temperature), mixed with the uniform"""
+    skill_steps: int = 32
+    """an env also draws a new skill after this many steps of one skill within an episode (0: one skill per episode)"""
     skill_warmstart: int = 100_000
     """skills are drawn uniformly before this global step"""
     skill_states: int = 512
@@ -234,6 +236,7 @@ def check_args(args: Args) -> None:
         raise ValueError("--capture-video needs --vector-env minigrid (the batched env does not render)")
     if args.disc_input == "xy" and not (is_color_door_key(env_id) and args.state_sampler == "rollouts"):
         raise ValueError("--disc-input xy needs a ColorDoorKey env (its info has the cells) and --state-sampler rollouts")
+    check_range(args, "skill_steps", 0)
     for name in ("num_skills", "skill_states", "vae_latent"):
         if getattr(args, name) < (2 if name == "num_skills" else 1):
             raise ValueError(f"--{name.replace('_', '-')} must be at least {2 if name == 'num_skills' else 1}, got {getattr(args, name)}")
@@ -533,9 +536,11 @@ def poi_values(model, obs, actions, num_samples, generator=None):
     return (predictions - predictions.mean(0)).pow_(2).mean((0, 2))[inverse]  # torch's var(0) is ~8x slower on the CPU
 
 
-def agent_input(obs, skills, num_skills):
-    """What the policy and the values see: the observation and the one-hot skill."""
-    return torch.cat([obs, F.one_hot(skills, num_skills).float()], dim=-1)
+def agent_input(obs, skills, num_skills, scale):
+    """What the policy and the values see: the observation and the one-hot skill times `scale`, an
+    observation's norm. A one-hot view has 147 active inputs (49 cells x 3 attributes): beside them
+    an unscaled skill is one input among 148 and the policy learns to ignore it."""
+    return torch.cat([obs, scale * F.one_hot(skills, num_skills).float()], dim=-1)
 
 
 def disc_inputs(views, cells, disc_input, grid_size):
@@ -586,12 +591,12 @@ def minibatch_pass(loss_of, optimizer, num_samples, batch_size, name):
 
 
 def train_discriminator(disc, optimizer, obs, skills, batch_size):
-    """One pass of cross-entropy over the rollout; returns (mean loss, accuracy before the pass)."""
+    """One pass of cross-entropy over the rollout; returns (mean loss, which samples it labelled right before the pass)."""
     with torch.no_grad():
-        accuracy = (disc(obs).argmax(-1) == skills).float().mean().item()
+        correct = disc(obs).argmax(-1) == skills
     loss = minibatch_pass(lambda idx: F.cross_entropy(disc(obs[idx]), skills[idx]), optimizer, len(obs), batch_size,
                           "discriminator's loss")  # fmt: skip
-    return loss, accuracy
+    return loss, correct
 
 
 @torch.no_grad()
@@ -746,7 +751,7 @@ if __name__ == "__main__":
     def loop_state():
         return dict(
             iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
-            skill_probs=skill_probs, next_skill=next_skill, next_cell=next_cell, visits=visits, envs=env_state(envs),
+            skill_probs=skill_probs, next_skill=next_skill, skill_age=skill_age, next_cell=next_cell, visits=visits, envs=env_state(envs),
         )
 
     def heldout_sets(phase):
@@ -767,6 +772,8 @@ if __name__ == "__main__":
     final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
     final_diayn_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
     skills = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long).to(device)
+    skill_ends = torch.zeros((args.num_steps, args.num_envs)).to(device)  # a skill's last step within an episode
+    fresh = torch.zeros((args.num_steps, args.num_envs), dtype=torch.bool).to(device)  # its skill began this rollout
     next_observations = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
     cells = torch.zeros((args.num_steps, args.num_envs, 2), dtype=torch.long).to(device)  # the agent's (x, y)
     next_cells = torch.zeros((args.num_steps, args.num_envs, 2), dtype=torch.long).to(device)
@@ -781,9 +788,11 @@ if __name__ == "__main__":
         start_time = time.time()
         next_obs, infos = envs.reset(seed=args.seed)
         next_obs = torch.tensor(next_obs, device=device)
+        skill_scale = next_obs.norm(dim=-1).mean().item()  # sqrt(147) for one-hot views
         next_info = torch.tensor(infos[info_keys[0]], device=device) if info_keys else None
         skill_probs = torch.full((args.num_skills,), 1.0 / args.num_skills)
         next_skill = torch.multinomial(skill_probs, args.num_envs, replacement=True).to(device)
+        skill_age = torch.zeros(args.num_envs, dtype=torch.long, device=device)  # steps taken with the skill
         next_cell = torch.as_tensor(cells_of(infos), device=device) if grid_size else None
         visits = torch.zeros(args.num_skills, grid_size, grid_size)  # per skill and cell, since the last map
 
@@ -793,6 +802,7 @@ if __name__ == "__main__":
             iteration, global_step, phase = state["iteration"], state["global_step"], state["phase"]
             next_obs, next_info = state["next_obs"], state["next_info"]
             skill_probs, next_skill = state["skill_probs"], state["next_skill"]
+            skill_age = state["skill_age"]
             next_cell, visits = state["next_cell"], state["visits"]
         start_step = global_step
         heldout, heldout_changed = heldout_sets(phase)
@@ -814,13 +824,14 @@ if __name__ == "__main__":
                     heldout, heldout_changed = heldout_sets(phase)
                 obs[step] = next_obs
                 skills[step] = next_skill
+                fresh[step] = skill_age <= step  # all its steps so far are in this rollout
                 if grid_size:
                     cells[step] = next_cell
 
                 # ALGO LOGIC: action logic
                 with torch.no_grad():
                     action, logprob, _, value, diayn_value = agent.get_action_and_value(
-                        agent_input(next_obs, next_skill, args.num_skills)
+                        agent_input(next_obs, next_skill, args.num_skills, skill_scale)
                     )
                     values[step] = value.flatten()
                     diayn_values[step] = diayn_value.flatten()
@@ -833,13 +844,27 @@ if __name__ == "__main__":
                 real_next_obs = torch.tensor(true_next_obs(next_obs_np, infos, done), device=device)
                 if truncation.any():  # a truncated episode bootstraps from its final observation
                     with torch.no_grad():
-                        x = agent_input(real_next_obs[truncation], next_skill[truncation], args.num_skills)
+                        x = agent_input(real_next_obs[truncation], next_skill[truncation], args.num_skills, skill_scale)
                         final_value, final_diayn_value = agent.get_value(x)
                         final_values[step, truncation] = final_value.flatten()
                         final_diayn_values[step, truncation] = final_diayn_value.flatten()
-                if done.any():  # SKILL LOGIC: a new skill for each episode that starts
-                    new = torch.multinomial(skill_probs, int(done.sum()), replacement=True)
-                    next_skill[torch.as_tensor(done, device=device)] = new.to(device)
+                # SKILL LOGIC: a new skill for each episode that starts, and every --skill-steps within one
+                skill_age += 1
+                redraw = torch.as_tensor(done, device=device)
+                if args.skill_steps:
+                    switch = (skill_age >= args.skill_steps) & ~redraw
+                    skill_ends[step] = switch.float()
+                    if switch.any():  # the old skill's DIAYN return stops here, bootstrapped as at a truncation
+                        with torch.no_grad():
+                            _, final_diayn_value = agent.get_value(
+                                agent_input(real_next_obs[switch], next_skill[switch], args.num_skills, skill_scale)
+                            )
+                            final_diayn_values[step, switch] = final_diayn_value.flatten()
+                    redraw = redraw | switch
+                if redraw.any():
+                    new = torch.multinomial(skill_probs, int(redraw.sum()), replacement=True)
+                    next_skill[redraw] = new.to(device)
+                    skill_age[redraw] = 0
                     skill_starts += torch.bincount(new, minlength=args.num_skills)
                 rewards[step] = torch.tensor(reward, device=device).view(-1)
                 if args.no_task_reward or global_step < args.reward_warmstart:
@@ -886,7 +911,7 @@ if __name__ == "__main__":
             seen = disc_inputs(flat_next_obs, flat_next_cells, args.disc_input, grid_size)
             diayn_reward = diayn_rewards(disc, seen, flat_skills, args.num_skills)
             diayn_reward = diayn_reward.reshape(args.num_steps, args.num_envs)
-            disc_loss, disc_accuracy = train_discriminator(
+            disc_loss, disc_correct = train_discriminator(
                 disc, disc_optimizer, seen, flat_skills, args.model_batch_size
             )
             if grid_size:  # where each skill goes: a map per skill, logged with the evaluation
@@ -916,21 +941,26 @@ if __name__ == "__main__":
 
             # bootstrap value if not done
             with torch.no_grad():
-                next_value, next_diayn_value = agent.get_value(agent_input(next_obs, next_skill, args.num_skills))
+                x = agent_input(next_obs, next_skill, args.num_skills, skill_scale)
+                next_value, next_diayn_value = agent.get_value(x)
                 truncated = dones.bool() & ~terminations.bool()
                 next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
                 next_values = torch.where(truncated, final_values, next_values)
                 advantages, returns = compute_gae(
                     rewards, values, next_values, terminations, dones, args.gamma, args.gae_lambda
                 )
+                # the DIAYN return is the skill's: it also stops where a skill ends within an episode
+                skill_dones = torch.maximum(dones, skill_ends)
                 next_diayn_values = torch.cat([diayn_values[1:], next_diayn_value.reshape(1, -1)])
-                next_diayn_values = torch.where(truncated, final_diayn_values, next_diayn_values)
+                next_diayn_values = torch.where(
+                    skill_dones.bool() & ~terminations.bool(), final_diayn_values, next_diayn_values
+                )
                 diayn_advantages, diayn_returns = compute_gae(
-                    diayn_reward, diayn_values, next_diayn_values, terminations, dones, args.gamma, args.gae_lambda
+                    diayn_reward, diayn_values, next_diayn_values, terminations, skill_dones, args.gamma, args.gae_lambda
                 )
 
             # flatten the batch
-            b_obs = agent_input(obs.reshape((-1, obs_dim)), skills.reshape(-1), args.num_skills)
+            b_obs = agent_input(obs.reshape((-1, obs_dim)), skills.reshape(-1), args.num_skills, skill_scale)
             b_logprobs = logprobs.reshape(-1)
             b_actions = actions.reshape(-1)
             b_advantages = advantages.reshape(-1)
@@ -1025,7 +1055,10 @@ if __name__ == "__main__":
             writer.add_scalar("poi/max", poi.max().item(), global_step)
             writer.add_scalar("diayn/reward_mean", diayn_reward.mean().item(), global_step)
             writer.add_scalar("diayn/disc_loss", disc_loss, global_step)
-            writer.add_scalar("diayn/disc_accuracy", disc_accuracy, global_step)
+            writer.add_scalar("diayn/disc_accuracy", disc_correct.float().mean().item(), global_step)
+            if fresh.any():  # skills the discriminator has never trained on: no episode to recognise
+                writer.add_scalar("diayn/disc_accuracy_fresh", disc_correct[fresh.reshape(-1)].float().mean().item(),
+                                  global_step)  # fmt: skip
             if args.state_sampler == "vae":
                 writer.add_scalar("diayn/vae_loss", vae_loss, global_step)
             starts = skill_starts / skill_starts.sum().clamp(min=1)
@@ -1046,7 +1079,7 @@ if __name__ == "__main__":
             save_policy(run_dir, agent, obs_dim, dict(
                 env=args.env, observation="one_hot_view", noise="gumbel", noise_size=num_actions,
                 correct_key_color=phase_colors[-1] if phase_colors else None,
-                condition=dict(kind="one_hot", probs=skill_probs.tolist()),
+                condition=dict(kind="one_hot", probs=skill_probs.tolist(), scale=skill_scale),
             ))  # fmt: skip
             torch.save(disc.state_dict(), run_dir / "discriminator.pt")
             save_args(args, run_dir / "args.json")

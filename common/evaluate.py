@@ -13,7 +13,7 @@ A run saved with `--save-model` holds `policy.pt2`, its policy exported with tor
   or `normal` (continuous: mean + std * noise, squashed where the agent squashes); zeros with
   `--deterministic` (the likeliest action, or the mean);
 - `condition`: what the policy is conditioned on besides the observation, drawn per episode:
-  a one-hot skill (`probs`, the skill distribution at the end of training) or a random unit
+  a one-hot skill (`probs`, the skill distribution at the end of training; times `scale`) or a random unit
   embedding (`size`); absent for the other files;
 - `correct_key_color`: ColorDoorKey's correct colour for the evaluation (the run's last phase;
   `--key-color` overrides it).
@@ -133,7 +133,8 @@ def draw_condition(meta: dict, generator: torch.Generator) -> torch.Tensor:
         return torch.zeros(1, 0)
     if condition["kind"] == "one_hot":
         probs = torch.tensor(condition["probs"])
-        return nn.functional.one_hot(torch.multinomial(probs, 1, generator=generator), len(probs)).float()
+        one_hot = nn.functional.one_hot(torch.multinomial(probs, 1, generator=generator), len(probs)).float()
+        return condition.get("scale", 1.0) * one_hot
     vector = torch.randn(1, condition["size"], generator=generator)
     return vector / vector.norm()
 

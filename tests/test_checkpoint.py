@@ -23,7 +23,7 @@ FLAGS = {
     "ppo_poi_progress.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_policy.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_replay.py": DISCRETE + ["--replay-size", "256"],
-    "ppo_poi_diayn.py": DISCRETE,
+    "ppo_poi_diayn.py": DISCRETE + ["--skill-steps", "24"],  # a skill ends mid-rollout and across the checkpoint
     "ppo_poi_emb.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_continuous_poi_ensemble.py": ["--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2",
                                        "--total-timesteps", "768"],  # fmt: skip

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.evaluate import POLICY, draw_noise, evaluate, save_policy
+from common.evaluate import POLICY, draw_condition, draw_noise, evaluate, save_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,19 +38,22 @@ def test_the_exported_discrete_policy_samples_the_agents_action_distribution(tmp
 
 
 def test_a_skill_conditioned_policy_sees_the_observation_and_the_skill(tmp_path):
+    """The evaluation feeds the policy what the training loop fed it: the view and the skill,
+    one-hot times the run's scale."""
     from algos.ppo_poi_diayn import Agent, agent_input
 
-    agent = Agent(980 + 8, 7)
+    agent, scale = Agent(980 + 8, 7), 147**0.5
     meta = dict(env="ColorDoorKey-6x6", observation="one_hot_view", noise="gumbel", noise_size=7,
-                condition=dict(kind="one_hot", probs=[1 / 8] * 8))  # fmt: skip
+                condition=dict(kind="one_hot", probs=[1 / 8] * 8, scale=scale))  # fmt: skip
     save_policy(tmp_path, agent, 980, meta)
     policy, obs = load(tmp_path), (torch.rand(4, 980) < 0.15).float()
     for skill in range(8):
         skills = torch.full((1,), skill)
+        only_this = dict(meta, condition=dict(meta["condition"], probs=[float(k == skill) for k in range(8)]))
+        condition = draw_condition(only_this, torch.Generator().manual_seed(0))
         for row in obs:
-            expected = agent.actor(agent_input(row[None], skills, 8)).argmax(-1)
-            onehot = torch.nn.functional.one_hot(skills, 8).float()
-            assert torch.equal(policy(row[None], torch.zeros(1, 7), onehot), expected)
+            expected = agent.actor(agent_input(row[None], skills, 8, scale)).argmax(-1)
+            assert torch.equal(policy(row[None], torch.zeros(1, 7), condition), expected)
 
 
 def test_the_continuous_policies_give_the_mean_without_noise_and_mean_plus_std_noise_with_it(tmp_path):

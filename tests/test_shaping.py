@@ -61,7 +61,8 @@ def test_discriminator_tells_apart_skills_that_visit_disjoint_states():
     skills = torch.arange(num_skills).repeat_interleave(256)
     disc = diayn.discriminator(64, num_skills, hidden=64)
     optimizer = torch.optim.Adam(disc.parameters(), lr=1e-3)
-    first_loss, first_accuracy = diayn.train_discriminator(disc, optimizer, obs, skills, batch_size=64)
+    first_loss, first_correct = diayn.train_discriminator(disc, optimizer, obs, skills, batch_size=64)
+    first_accuracy = first_correct.float().mean().item()
     for _ in range(20):
         loss, _ = diayn.train_discriminator(disc, optimizer, obs, skills, batch_size=64)
     fresh = torch.cat([skill_states(100, k, seed=10 + k) for k in range(num_skills)])
