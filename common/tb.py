@@ -65,3 +65,48 @@ def read_scalars(run_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
                     if value.HasField("simple_value"):
                         scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
     return scalars
+
+
+def last_image(run_dir: str | Path, tag: str) -> tuple[int, bytes]:
+    """The step and the encoded PNG of the last image logged under `tag` (a resumed run's last
+    image is its own: it comes after anything the purge drops)."""
+    found = None
+    for path in sorted(p for p in Path(run_dir).iterdir() if "tfevents" in p.name and p.is_file()):
+        for record in records(path):
+            event = event_pb2.Event.FromString(record)
+            for value in event.summary.value if event.HasField("summary") else ():
+                if value.tag == tag and value.HasField("image"):
+                    found = (event.step, value.image.encoded_image_string)
+    if found is None:
+        raise ValueError(f"no image {tag!r} in {run_dir}")
+    return found
+
+
+if __name__ == "__main__":
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="Write a run's last image of a tag to a PNG file.")
+    parser.add_argument("run_dir")
+    parser.add_argument("--image", required=True, help="the tag, e.g. skills/visitation")
+    parser.add_argument("--out", required=True, help="the PNG file to write")
+    parser.add_argument("--scale", type=int, default=1, help="each pixel as a square of this many (small images)")
+    cli = parser.parse_args()
+    if cli.scale < 1:
+        sys.exit(f"error: --scale must be at least 1, got {cli.scale}")
+    try:
+        step, png = last_image(cli.run_dir, cli.image)
+    except (OSError, ValueError) as error:
+        sys.exit(f"error: {error}")
+    if cli.scale == 1:
+        Path(cli.out).write_bytes(png)
+    else:
+        import io
+
+        import matplotlib.image
+        import numpy as np
+
+        pixels = matplotlib.image.imread(io.BytesIO(png), format="png")
+        pixels = np.repeat(np.repeat(pixels, cli.scale, axis=0), cli.scale, axis=1)
+        matplotlib.image.imsave(cli.out, pixels, cmap="gray" if pixels.ndim == 2 else None, vmin=0, vmax=1)
+    print(f"wrote {cli.out} (step {step})")

@@ -107,6 +107,41 @@ def test_skill_distribution_matches_a_hand_worked_case():
     assert sharp[2] > 0.99
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_after_a_change_the_skill_distribution_moves_to_the_skill_whose_states_changed(seed):
+    """Four skills visit disjoint states; the model has learned them all. The world then changes
+    where skill 2 goes, and the model takes a few passes on it: the MC-dropout interest rises
+    there most, and the POI-guided distribution moves to skill 2 (from about a quarter to
+    nearly the most the uniform weight 0.5 allows, 0.625)."""
+    torch.manual_seed(seed)
+    num_skills, dim = 4, 64
+    obs = torch.cat([skill_states(256, k, seed=10 * seed + k) for k in range(num_skills)])
+    skills, actions = torch.arange(num_skills).repeat_interleave(256), torch.zeros(len(obs), dtype=torch.long)
+    targets = obs.sum(1, keepdim=True) / 4  # a count, as the key distance is
+    model = diayn.ExternalModel(dim, 3, "key_distance", hidden_sizes=(64, 64), dropout=0.1, num_members=1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(150):
+        diayn.train_external_model(model, optimizer, obs, actions, targets, epochs=1, batch_size=64)
+    disc = diayn.discriminator(dim, num_skills, hidden=64)
+    disc_optimizer = torch.optim.Adam(disc.parameters(), lr=1e-3)
+    for _ in range(20):
+        diayn.train_discriminator(disc, disc_optimizer, obs, skills, batch_size=64)
+    fresh = torch.cat([skill_states(128, k, seed=100 + 10 * seed + k) for k in range(num_skills)])
+    labels = disc(fresh).argmax(-1)
+
+    def distribution():
+        poi = diayn.poi_values(model, fresh, torch.zeros(len(fresh), dtype=torch.long), num_samples=30)
+        return diayn.skill_distribution(labels, poi, num_skills, uniform_weight=0.5, temperature=1.0)
+
+    before, poi_before = distribution()
+    targets[skills == 2] += 3.0
+    for _ in range(3):
+        diayn.train_external_model(model, optimizer, obs, actions, targets, epochs=1, batch_size=64)
+    after, poi_after = distribution()
+    assert (before - 0.25).abs().max() < 0.1  # nothing stood out before the change
+    assert after.argmax() == 2 and after[2] > 0.4 and (poi_after / poi_before).argmax() == 2
+
+
 def test_state_sampler_vae_learns_minigrid_observations_and_samples_valid_views():
     torch.manual_seed(0)
     env = OneHotFlatObs(gym.make(resolve_env_id("ColorDoorKey-6x6")))

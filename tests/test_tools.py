@@ -82,3 +82,29 @@ def test_benchmark_compare_exports_a_revision_and_rejects_unknown_ones(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "common.benchmark", "--compare", "no-such-revision"], capture_output=True,
                           text=True, cwd=ROOT)  # fmt: skip
     assert proc.returncode == 1 and "not a revision" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_last_image_of_a_tag_is_read_back_and_written_upscaled(tmp_path):
+    import matplotlib.image
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+
+    from common.tb import last_image
+
+    writer = SummaryWriter(str(tmp_path / "run"))
+    first, last = torch.zeros(1, 2, 3), torch.tensor([[[0.0, 1.0, 0.0], [1.0, 0.0, 1.0]]])
+    writer.add_image("maps", first, 10)
+    writer.add_scalar("x", 1.0, 15)
+    writer.add_image("maps", last, 20)
+    writer.close()
+    step, png = last_image(tmp_path / "run", "maps")
+    assert step == 20 and png.startswith(b"\x89PNG")
+    out = tmp_path / "big.png"
+    done = subprocess.run([sys.executable, "-m", "common.tb", str(tmp_path / "run"), "--image", "maps", "--out", str(out),
+                           "--scale", "4"], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    pixels = matplotlib.image.imread(out)[..., 0]  # grey, written as RGBA
+    assert pixels.shape == (8, 12) and np.allclose(pixels, np.kron(last[0].numpy(), np.ones((4, 4))), atol=1 / 255)
+    missing = subprocess.run([sys.executable, "-m", "common.tb", str(tmp_path / "run"), "--image", "nope", "--out",
+                              str(out)], capture_output=True, text=True)  # fmt: skip
+    assert missing.returncode == 1 and missing.stderr.strip() == f"error: no image 'nope' in {tmp_path / 'run'}"
