@@ -751,7 +751,8 @@ if __name__ == "__main__":
     def loop_state():
         return dict(
             iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
-            skill_probs=skill_probs, next_skill=next_skill, skill_age=skill_age, next_cell=next_cell, visits=visits, envs=env_state(envs),
+            skill_probs=skill_probs, next_skill=next_skill, skill_age=skill_age, next_cell=next_cell, visits=visits,
+            envs=env_state(envs),
         )
 
     def heldout_sets(phase):
