@@ -36,34 +36,39 @@ def file_version(event) -> float:
         return -1.0
 
 
+def events(run_dir: str | Path):
+    """The events of a run's event files, file by file in name (creation) order."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"no run folder at {run_dir}")
+    for path in sorted(p for p in run_dir.iterdir() if "tfevents" in p.name and p.is_file()):
+        for record in records(path):
+            yield event_pb2.Event.FromString(record)
+
+
 def read_scalars(run_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
     """Every scalar tag of the run as a list of (step, value), in logging order, with what a
     restarted writer purged left out (as TensorBoard shows it): from files of version 2 on, a
     SessionLog.START at step s drops every earlier event at step >= s (`SummaryWriter(purge_step=s)`,
     what a resumed run opens); in older files a step that goes back drops its tags' later steps."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f"no run folder at {run_dir}")
     scalars: dict[str, list[tuple[int, float]]] = {}
     version, most_recent_step = None, -math.inf
-    for path in sorted(p for p in run_dir.iterdir() if "tfevents" in p.name and p.is_file()):
-        for record in records(path):
-            event = event_pb2.Event.FromString(record)
-            if event.HasField("file_version"):
-                version = file_version(event)
-            if version is not None and version >= 2:
-                if event.HasField("session_log") and event.session_log.status == event_pb2.SessionLog.START:
-                    scalars = {tag: [(s, v) for s, v in values if s < event.step] for tag, values in scalars.items()}
-            elif event.step < most_recent_step and event.HasField("summary"):
-                for value in event.summary.value:
-                    if value.tag in scalars:
-                        scalars[value.tag] = [(s, v) for s, v in scalars[value.tag] if s < event.step]
-            else:
-                most_recent_step = event.step
-            if event.HasField("summary"):
-                for value in event.summary.value:
-                    if value.HasField("simple_value"):
-                        scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+    for event in events(run_dir):
+        if event.HasField("file_version"):
+            version = file_version(event)
+        if version is not None and version >= 2:
+            if event.HasField("session_log") and event.session_log.status == event_pb2.SessionLog.START:
+                scalars = {tag: [(s, v) for s, v in values if s < event.step] for tag, values in scalars.items()}
+        elif event.step < most_recent_step and event.HasField("summary"):
+            for value in event.summary.value:
+                if value.tag in scalars:
+                    scalars[value.tag] = [(s, v) for s, v in scalars[value.tag] if s < event.step]
+        else:
+            most_recent_step = event.step
+        if event.HasField("summary"):
+            for value in event.summary.value:
+                if value.HasField("simple_value"):
+                    scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
     return scalars
 
 
@@ -71,12 +76,10 @@ def last_image(run_dir: str | Path, tag: str) -> tuple[int, bytes]:
     """The step and the encoded PNG of the last image logged under `tag` (a resumed run's last
     image is its own: it comes after anything the purge drops)."""
     found = None
-    for path in sorted(p for p in Path(run_dir).iterdir() if "tfevents" in p.name and p.is_file()):
-        for record in records(path):
-            event = event_pb2.Event.FromString(record)
-            for value in event.summary.value if event.HasField("summary") else ():
-                if value.tag == tag and value.HasField("image"):
-                    found = (event.step, value.image.encoded_image_string)
+    for event in events(run_dir):
+        for value in event.summary.value if event.HasField("summary") else ():
+            if value.tag == tag and value.HasField("image"):
+                found = (event.step, value.image.encoded_image_string)
     if found is None:
         raise ValueError(f"no image {tag!r} in {run_dir}")
     return found
