@@ -843,25 +843,21 @@ if __name__ == "__main__":
                 next_obs_np, reward, termination, truncation, infos = envs.step(action.cpu().numpy())
                 done = np.logical_or(termination, truncation)
                 real_next_obs = torch.tensor(true_next_obs(next_obs_np, infos, done), device=device)
-                if truncation.any():  # a truncated episode bootstraps from its final observation
-                    with torch.no_grad():
-                        x = agent_input(real_next_obs[truncation], next_skill[truncation], args.num_skills, skill_scale)
-                        final_value, final_diayn_value = agent.get_value(x)
-                        final_values[step, truncation] = final_value.flatten()
-                        final_diayn_values[step, truncation] = final_diayn_value.flatten()
-                # SKILL LOGIC: a new skill for each episode that starts, and every --skill-steps within one
+                # SKILL LOGIC: a skill also ends within an episode after --skill-steps steps
                 skill_age += 1
-                redraw = torch.as_tensor(done, device=device)
-                if args.skill_steps:
-                    switch = (skill_age >= args.skill_steps) & ~redraw
-                    skill_ends[step] = switch.float()
-                    if switch.any():  # the old skill's DIAYN return stops here, bootstrapped as at a truncation
-                        with torch.no_grad():
-                            _, final_diayn_value = agent.get_value(
-                                agent_input(real_next_obs[switch], next_skill[switch], args.num_skills, skill_scale)
-                            )
-                            final_diayn_values[step, switch] = final_diayn_value.flatten()
-                    redraw = redraw | switch
+                done_now = torch.as_tensor(done, device=device)
+                switch = (skill_age >= args.skill_steps) & ~done_now if args.skill_steps else torch.zeros_like(done_now)
+                skill_ends[step] = switch.float()
+                # a truncated episode bootstraps both returns from its final observation; an ended skill its DIAYN
+                # return (final_values is read only where an episode was truncated)
+                bootstrap = torch.as_tensor(truncation, device=device) | switch
+                if bootstrap.any():
+                    with torch.no_grad():
+                        x = agent_input(real_next_obs[bootstrap], next_skill[bootstrap], args.num_skills, skill_scale)
+                        final_value, final_diayn_value = agent.get_value(x)
+                        final_values[step, bootstrap] = final_value.flatten()
+                        final_diayn_values[step, bootstrap] = final_diayn_value.flatten()
+                redraw = done_now | switch  # a new skill for each episode that starts and each skill that ended
                 if redraw.any():
                     new = torch.multinomial(skill_probs, int(redraw.sum()), replacement=True)
                     next_skill[redraw] = new.to(device)
