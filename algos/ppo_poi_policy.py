@@ -152,8 +152,8 @@ class Args:
     no_task_reward: bool = False
     """if toggled, the agent learns from the intrinsic reward alone"""
     int_after_return: float = 0.8
-    """the intrinsic advantage counts only once the mean task return of the last 100 episodes has reached this, the
-    task first (0: from the start; with --no-task-reward always from the start)"""
+    """the intrinsic advantage counts only while the mean task return of the last 100 episodes is at least this, the
+    task first, again after a change (0: always; with --no-task-reward always)"""
 
     # filled in at runtime (not flags: a value given would be overwritten)
     batch_size: tyro.conf.Suppress[int] = 0
@@ -579,8 +579,7 @@ if __name__ == "__main__":
     def loop_state():
         return dict(
             iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
-            int_reward_scale=int_reward_scale, recent_returns=recent_returns, interest_on=interest_on,
-            envs=env_state(envs),
+            int_reward_scale=int_reward_scale, recent_returns=recent_returns, envs=env_state(envs),
         )
 
     def heldout_sets(phase):
@@ -614,7 +613,6 @@ if __name__ == "__main__":
         next_info = torch.tensor(infos[info_keys[0]], device=device) if info_keys else None
         int_reward_scale = IntrinsicRewardScale(args.num_envs, args.int_gamma, args.int_scale_decay, device)
         recent_returns = deque(maxlen=100)  # the task's episodic returns, for --int-after-return
-        interest_on = args.int_after_return == 0 or args.no_task_reward
 
         if checkpoint:  # last: building the networks drew from the random states it restores
             state = restore_checkpoint(checkpoint, stateful, device)
@@ -622,7 +620,6 @@ if __name__ == "__main__":
             iteration, global_step, phase = state["iteration"], state["global_step"], state["phase"]
             next_obs, next_info = state["next_obs"], state["next_info"]
             int_reward_scale, recent_returns = state["int_reward_scale"], state["recent_returns"]
-            interest_on = state["interest_on"]
         start_step = global_step
         heldout, heldout_changed = heldout_sets(phase)
 
@@ -675,9 +672,12 @@ if __name__ == "__main__":
                         iteration_returns.append(float(episode["r"][i]))
                         recent_returns.append(float(episode["r"][i]))
 
-            # POI LOGIC: the intrinsic advantage counts once the task is done well enough, and from then on
+            # POI LOGIC: the intrinsic advantage counts while the task is done well enough; unlike the model files'
+            # gate it is not latched: here the model is the policy, and after a change re-learning it is the task
             full = len(recent_returns) == recent_returns.maxlen
-            interest_on = interest_on or full and float(np.mean(recent_returns)) >= args.int_after_return
+            interest_on = args.int_after_return == 0 or args.no_task_reward or (
+                full and float(np.mean(recent_returns)) >= args.int_after_return
+            )
             int_weight = args.int_coef if interest_on else 0.0
 
             # EXTERNAL MODEL LOGIC: train on this rollout's transitions, evaluate on the held-out set

@@ -273,7 +273,8 @@ def test_gradient_poi_is_higher_off_the_training_data():
 
 
 def test_the_interest_gate_and_the_mixing_are_the_same_code_in_every_file():
-    """test_smoke runs the reward flags on one file; the lines that gate and mix are the same in all."""
+    """test_smoke runs the reward flags on one file; the lines that gate and mix are the same in all, but for
+    the policy file's gate, which is live (the interest counts while the task is solved), not latched."""
     from pathlib import Path
 
     keys = ("int_weight", "interest_on", "recent_returns", "mb_int_advantages", "int_after_return")
@@ -285,4 +286,12 @@ def test_the_interest_gate_and_the_mixing_are_the_same_code_in_every_file():
         checkpointing = ('state["', "=recent_returns,", "=interest_on,")  # lists each file's own values too
         blocks[name] = [line for line in lines if not any(part in line for part in checkpointing)]
     first = blocks["ppo_poi_ensemble"]
-    assert len(first) >= 10 and all(block == first for block in blocks.values())
+    assert len(first) >= 10 and all(block == first for name, block in blocks.items() if name != "ppo_poi_policy")
+    latched = "interest_on = interest_on or full and float(np.mean(recent_returns)) >= args.int_after_return"
+    starts_latched = "interest_on = args.int_after_return == 0 or args.no_task_reward"
+    assert latched in first and starts_latched in first
+    live = ("interest_on = args.int_after_return == 0 or args.no_task_reward or (",
+            "full and float(np.mean(recent_returns)) >= args.int_after_return")
+    policy = blocks["ppo_poi_policy"]
+    assert policy[policy.index(live[0]) + 1] == live[1] and latched not in policy and starts_latched not in policy
+    assert [line for line in policy if line not in live] == [line for line in first if line not in (latched, starts_latched)]
