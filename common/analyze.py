@@ -24,9 +24,9 @@ before (back within F of where it was before the change).
 `--methods` keeps only the methods named.
 
 Aggregates per (env, phase, method): IQM and 95% CI by stratified bootstrap over runs
-(`--reps` resamples, seeded afresh for each method); with `--baseline`, each run's
-adaptation efficiency divided by the baseline's IQM as well (below 1 = adapts faster than
-the baseline). Writes `results.json`, `results.md` and PNG plots (curves with CI bands;
+(`--reps` resamples, seeded afresh for each method); with `--baseline`, the ratio of each
+method's IQM of adaptation efficiency to the baseline's (below 1 = adapts faster than the
+baseline), its 95% CI from resampling both methods' runs. Writes `results.json`, `results.md` and PNG plots (curves with CI bands;
 normalised adaptation efficiency) to `--out`.
 Of several attempts of one run (a sweep started again), the finished one counts, else the latest.
 """
@@ -188,6 +188,26 @@ def interval_estimates(scores: dict[str, np.ndarray], reps: int, seed: int) -> d
     return {m: (float(point[m][0]), float(interval[m][0, 0]), float(interval[m][1, 0])) for m in scores}
 
 
+def ratio_estimates(scores: dict[str, np.ndarray], base: np.ndarray, reps: int, seed: int) -> dict:
+    """Per method: its IQM over the baseline's IQM, and a 95% percentile-bootstrap interval that
+    resamples the method's runs and the baseline's runs independently (seeded afresh for each
+    method). The baseline's IQM is an estimate too: dividing by it as if it were exact would
+    leave its spread out of the interval."""
+    from scipy.stats import trim_mean
+
+    base = base.ravel()
+    out = {}
+    for method, method_scores in scores.items():
+        method_scores = method_scores.ravel()
+        rng = np.random.default_rng(seed)
+        num = trim_mean(method_scores[rng.integers(len(method_scores), size=(reps, len(method_scores)))], 0.25, axis=1)
+        den = trim_mean(base[rng.integers(len(base), size=(reps, len(base)))], 0.25, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a resample of the baseline at 0: an unbounded ratio
+            low, high = np.nanpercentile(num / den, [2.5, 97.5])
+        out[method] = (float(trim_mean(method_scores, 0.25) / trim_mean(base, 0.25)), float(low), float(high))
+    return out
+
+
 def aggregate(runs: list[RunInfo], baseline: str | None, reps: int, seed: int) -> list[dict]:
     """One row per (env, phase, method): IQM [CI] of each metric over the runs."""
     rows = []
@@ -203,9 +223,8 @@ def aggregate(runs: list[RunInfo], baseline: str | None, reps: int, seed: int) -
             scores = {m: s for m, s in scores.items() if len(s)}
             estimates[name] = interval_estimates(scores, reps, seed)
             if baseline is not None and name.endswith("adaptation") and baseline in estimates[name]:
-                base = estimates[name][baseline][0]
-                normalised = {m: s / base for m, s in scores.items()} if base > 0 else {}
-                estimates[f"{name}_normalised"] = interval_estimates(normalised, reps, seed) if normalised else {}
+                base_iqm = estimates[name][baseline][0]
+                estimates[f"{name}_normalised"] = ratio_estimates(scores, scores[baseline], reps, seed) if base_iqm > 0 else {}
         for method, phases in sorted(by_method.items()):
             row = {"env": env, "phase": phase, "method": method, "runs": len(phases),
                    "success": sum(p["success"] for p in phases)}
@@ -358,8 +377,8 @@ def markdown(rows: list[dict], settings: dict, notes: list[str], agreement: list
         lines.append("")
     lines.append("IQM [95% stratified-bootstrap CI] over runs. Adaptation steps: from the phase start until the "
                  "smoothed loss first falls below the threshold after having been at or above it (0 if it never was); "
-                 "a run that never gets there counts with the phase's length. Normalised: divided by the baseline's "
-                 "IQM (below 1 = faster).")  # fmt: skip
+                 "a run that never gets there counts with the phase's length. Normalised: the method's IQM over the "
+                 "baseline's (below 1 = faster), its CI from resampling the runs of both.")  # fmt: skip
     if agreement:
         lines += ["", f"### curves against {settings['baseline']}", "",
                   "Share of the curve's grid points (smoothed, up to the end of the shortest run) where the method's "

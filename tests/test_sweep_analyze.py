@@ -332,3 +332,24 @@ def test_interest_plot_normalises_by_the_level_before_the_change(tmp_path):
     medians = json.loads(out.with_suffix(".json").read_text())["medians"]["m"]["poi/mean"]
     assert medians[0] == pytest.approx(1.0) and medians[-1] == pytest.approx(10.0) and out.stat().st_size > 10_000
     assert interest_plot.main([str(tmp_path / "runs"), "--out", str(tmp_path / "x.svg")]) == 1
+
+
+def test_the_ratio_to_the_baseline_counts_the_baselines_spread():
+    """Method and baseline drawn from one distribution (true ratio 1), 10 runs each: the 95% interval of
+    the ratio of IQMs holds 1 in about 95% of 200 draws; dividing by the baseline's IQM as if it were exact
+    and bootstrapping the method alone holds it far less often. A baseline set against itself gives 1, and a
+    method whose every run is half the baseline's gives a half, inside its interval."""
+    from scipy.stats import trim_mean
+
+    rng = np.random.default_rng(0)
+    holds, holds_if_exact = 0, 0
+    for _ in range(200):
+        method, base = rng.lognormal(12, 0.3, (10, 1)), rng.lognormal(12, 0.3, (10, 1))
+        _, low, high = analyze.ratio_estimates({"m": method}, base, reps=1000, seed=0)["m"]
+        holds += low <= 1 <= high
+        _, low, high = analyze.interval_estimates({"m": method / trim_mean(base.ravel(), 0.25)}, reps=1000, seed=0)["m"]
+        holds_if_exact += low <= 1 <= high
+    assert holds >= 0.88 * 200 and holds_if_exact <= holds - 10, (holds, holds_if_exact)
+    estimates = analyze.ratio_estimates({"base": base, "half": base / 2}, base, reps=1000, seed=0)
+    assert estimates["base"][0] == pytest.approx(1.0) and estimates["base"][1] < 1 < estimates["base"][2]
+    assert estimates["half"][0] == pytest.approx(0.5) and estimates["half"][1] < 0.5 < estimates["half"][2]
