@@ -26,8 +26,8 @@ before (back within F of where it was before the change).
 Aggregates per (env, phase, method): IQM and 95% CI by stratified bootstrap over runs
 (`--reps` resamples, seeded afresh for each method); with `--baseline`, the ratio of each
 method's IQM of adaptation efficiency to the baseline's (below 1 = adapts faster than the
-baseline), its 95% CI from resampling both methods' runs. Writes `results.json`, `results.md` and PNG plots (curves with CI bands;
-normalised adaptation efficiency) to `--out`.
+baseline), its 95% CI from resampling both methods' runs. Writes `results.json`,
+`results.md` and PNG plots (curves with CI bands; normalised adaptation efficiency) to `--out`.
 Of several attempts of one run (a sweep started again), the finished one counts, else the latest.
 """
 
@@ -223,8 +223,8 @@ def aggregate(runs: list[RunInfo], baseline: str | None, reps: int, seed: int) -
             scores = {m: s for m, s in scores.items() if len(s)}
             estimates[name] = interval_estimates(scores, reps, seed)
             if baseline is not None and name.endswith("adaptation") and baseline in estimates[name]:
-                base_iqm = estimates[name][baseline][0]
-                estimates[f"{name}_normalised"] = ratio_estimates(scores, scores[baseline], reps, seed) if base_iqm > 0 else {}
+                if estimates[name][baseline][0] > 0:
+                    estimates[f"{name}_normalised"] = ratio_estimates(scores, scores[baseline], reps, seed)
         for method, phases in sorted(by_method.items()):
             row = {"env": env, "phase": phase, "method": method, "runs": len(phases),
                    "success": sum(p["success"] for p in phases)}
@@ -326,8 +326,9 @@ def plot(curve_data: dict, rows: list[dict], baseline: str | None, out: Path) ->
                     if row["method"] == method and estimate:
                         xs.append(phases.index(row["phase"]) + (i - (len(methods) - 1) / 2) * width)
                         heights.append(estimate["iqm"])
-                        errors[0].append(estimate["iqm"] - estimate["low"])
-                        errors[1].append(estimate["high"] - estimate["iqm"])
+                        # a ratio's percentile interval need not hold its point estimate: no negative bars
+                        errors[0].append(max(0.0, estimate["iqm"] - estimate["low"]))
+                        errors[1].append(max(0.0, estimate["high"] - estimate["iqm"]))
                 ax.bar(xs, heights, width, yerr=errors, capsize=3, label=method)
             if baseline:
                 ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
