@@ -86,8 +86,8 @@ def summarize(run_dir: Path, threshold: float, window: int, tail: int, tolerance
     if len(starts) > 1 and evals:
         before = [v for s, v in evals if s < starts[1]]
         after = [v for s, v in evals if starts[1] <= s < ends[1]]
-        row["eval_before_change"] = float(np.mean(before[-tail:]))
-        row["eval_peak_after"] = float(np.max(after))
+        row["eval_before_change"] = float(np.mean(before[-tail:])) if before else math.nan
+        row["eval_peak_after"] = float(np.max(after)) if after else math.nan  # a change after the last evaluation
         row["eval_end"] = float(np.mean([v for _, v in evals][-tail:]))
         row["eval_recovery"] = recovery_steps(evals, starts[1], row["eval_before_change"], tail, tolerance)
     return row

@@ -108,3 +108,21 @@ def test_the_last_image_of_a_tag_is_read_back_and_written_upscaled(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "common.tb", str(tmp_path / "run"), "--image", "nope", "--out",
                               str(out)], capture_output=True, text=True)  # fmt: skip
     assert missing.returncode == 1 and missing.stderr.strip() == f"error: no image 'nope' in {tmp_path / 'run'}"
+
+
+def test_a_change_after_the_last_evaluation_is_summarised_without_a_peak(tmp_path):
+    """A run whose last phase has no evaluation (a change a few steps before the end) has no peak after it: nan."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from common.learning_summary import summarize
+
+    writer = SummaryWriter(str(tmp_path / "run"))
+    for step in range(100, 1100, 100):
+        writer.add_scalar("charts/episodic_return", 1.0, step)
+        writer.add_scalar("charts/SPS", 50.0, step)
+        writer.add_scalar("charts/phase", 0 if step < 1000 else 1, step)
+        if step < 1000:
+            writer.add_scalar("external_model/eval_loss", 2.0, step)
+    writer.close()
+    row = summarize(tmp_path / "run", threshold=0.8, window=3, tail=2)
+    assert row["solved_phase0"] == 300 and row["eval_before_change"] == 2.0 and math.isnan(row["eval_peak_after"])
