@@ -144,9 +144,9 @@ class Args:
     num_skills: int = 8
     """number of skills z; the policy and the values see the observation and a one-hot z"""
     diayn_coef: float = 1.0
-    """weight of the DIAYN advantages (reward log q(z|s') - log p(z), p uniform; normalised per minibatch before weighting)"""
+    """weight of the DIAYN advantages (reward log q(z|s') - log p(z), p uniform; normalised per minibatch; the weights mix as shares of their sum)"""
     ext_coef: float = 2.0
-    """weight of the task advantages (each kind normalised per minibatch before weighting)"""
+    """weight of the task advantages (each kind normalised per minibatch; the weights mix as shares of their sum)"""
     uniform_prior_weight: float = 0.5
     """weight of the uniform distribution in the skill distribution; 1 = plain online DIAYN (POI unused)"""
     skill_temperature: float = 1.0
@@ -968,6 +968,10 @@ if __name__ == "__main__":
 
             # without a task reward (--no-task-reward, the warm start) the task advantage is critic noise: weight 0
             ext_weight = 0.0 if args.no_task_reward or global_step < args.reward_warmstart else args.ext_coef
+            # the weights as shares of one: the policy loss keeps PPO's scale, so the entropy bonus keeps its relative
+            # weight (Adam undoes a loss's scale, not the ratio of its terms); with the other weight 0 it is PPO's
+            weight_sum = ext_weight + args.diayn_coef
+            ext_share, diayn_share = (ext_weight / weight_sum, args.diayn_coef / weight_sum) if weight_sum else (0.0, 0.0)
 
             # Optimizing the policy and value network
             b_inds = np.arange(args.batch_size)
@@ -991,10 +995,10 @@ if __name__ == "__main__":
                         clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
 
                     mb_advantages, mb_diayn_advantages = b_advantages[mb_inds], b_diayn_advantages[mb_inds]
-                    if args.norm_adv:  # each on its own: --diayn-coef weighs them, whatever their scales
+                    if args.norm_adv:  # each on its own: the weights weigh them, whatever their scales
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
                         mb_diayn_advantages = (mb_diayn_advantages - mb_diayn_advantages.mean()) / (mb_diayn_advantages.std() + 1e-8)
-                    mb_advantages = ext_weight * mb_advantages + args.diayn_coef * mb_diayn_advantages
+                    mb_advantages = ext_share * mb_advantages + diayn_share * mb_diayn_advantages
 
                     # Policy loss
                     pg_loss1 = -mb_advantages * ratio

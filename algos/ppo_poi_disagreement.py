@@ -137,9 +137,9 @@ class Args:
     mc_samples: int = 30
     """stochastic forward passes (dropout on) whose spread is the point-of-interest value"""
     int_coef: float = 1.0
-    """weight of the intrinsic advantages (each kind normalised per minibatch before weighting)"""
+    """weight of the intrinsic advantages (each kind normalised per minibatch; the weights mix as shares of their sum)"""
     ext_coef: float = 2.0
-    """weight of the task advantages (each kind normalised per minibatch before weighting)"""
+    """weight of the task advantages (each kind normalised per minibatch; the weights mix as shares of their sum)"""
     int_gamma: float = 0.99
     """discount of the non-episodic intrinsic return"""
     int_scale_decay: float = 0.95
@@ -748,6 +748,10 @@ if __name__ == "__main__":
 
             # without a task reward (--no-task-reward, the warm start) the task advantage is critic noise: weight 0
             ext_weight = 0.0 if args.no_task_reward or global_step < args.reward_warmstart else args.ext_coef
+            # the weights as shares of one: the policy loss keeps PPO's scale, so the entropy bonus keeps its relative
+            # weight (Adam undoes a loss's scale, not the ratio of its terms); with the other weight 0 it is PPO's
+            weight_sum = ext_weight + int_weight
+            ext_share, int_share = (ext_weight / weight_sum, int_weight / weight_sum) if weight_sum else (0.0, 0.0)
 
             # Optimizing the policy and value network
             b_inds = np.arange(args.batch_size)
@@ -771,10 +775,10 @@ if __name__ == "__main__":
                         clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
 
                     mb_advantages, mb_int_advantages = b_advantages[mb_inds], b_int_advantages[mb_inds]
-                    if args.norm_adv:  # each on its own: --int-coef weighs them, whatever their scales
+                    if args.norm_adv:  # each on its own: the weights weigh them, whatever their scales
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
                         mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (mb_int_advantages.std() + 1e-8)
-                    mb_advantages = ext_weight * mb_advantages + int_weight * mb_int_advantages
+                    mb_advantages = ext_share * mb_advantages + int_share * mb_int_advantages
 
                     # Policy loss
                     pg_loss1 = -mb_advantages * ratio

@@ -179,7 +179,9 @@ def test_reward_flags_change_the_update(tmp_path, script="algos/ppo_poi_ensemble
     by default it waits for a mean return of 0.8 over 100 episodes, which this run never has, so it trains as
     with --int-coef 0; --no-task-reward changes the run once a task reward comes (which is still logged),
     and leaves --ext-coef without effect (the task advantage is then only critic noise);
-    with both weights 0 nothing is left to follow: the policy loss is 0."""
+    with both weights 0 nothing is left to follow: the policy loss is 0. The weights mix as shares of their
+    sum, so only their ratio counts, and with the intrinsic weight 0 --ext-coef changes nothing (the update
+    keeps PPO's scale against the entropy bonus)."""
     flags = (*SMALL, "--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "768", "--seed", "3")
 
     def scalars(*extra):
@@ -195,9 +197,11 @@ def test_reward_flags_change_the_update(tmp_path, script="algos/ppo_poi_ensemble
     assert max(v for _, v in from_start["charts/episodic_return"]) > 0  # task rewards came
     assert {v for _, v in from_start["poi/int_weight"]} == {1.0}
     assert policy_losses(scalars("--int-after-return", "0", "--int-coef", "0.5"))[0] != policy_losses(from_start)[0]
+    assert policy_losses(scalars("--int-after-return", "0", "--int-coef", "3", "--ext-coef", "6")) == policy_losses(from_start)
     gated = scalars()
     assert {v for _, v in gated["poi/int_weight"]} == {0.0}
     assert policy_losses(gated) == policy_losses(scalars("--int-coef", "0"))
+    assert policy_losses(gated) == policy_losses(scalars("--ext-coef", "0.5"))
     no_task = scalars("--no-task-reward")
     assert max(v for _, v in no_task["charts/episodic_return"]) > 0
     assert no_task["losses/value_loss"] != gated["losses/value_loss"]
