@@ -202,7 +202,7 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # intrinsic value head on the critic's body
+        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # intrinsic value head: reads the critic's body, never trains it
         self.actor_mean = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 64)),
             nn.Tanh(),
@@ -216,9 +216,13 @@ class Agent(nn.Module):
         """The action for `x` under standard normal `noise` (zeros: the mean); --save-model exports it."""
         return self.actor_mean(x) + self.actor_logstd.exp() * noise
 
+    def task_parameters(self):
+        """Every parameter but the intrinsic value head's: the actor and the task critic, ppo.py's agent."""
+        return [p for name, p in self.named_parameters() if not name.startswith("critic_int.")]
+
     def get_value(self, x):
         hidden = self.critic[:-1](x)
-        return self.critic[-1](hidden), self.critic_int(hidden)
+        return self.critic[-1](hidden), self.critic_int(hidden.detach())
 
     def get_action_and_value(self, x, action=None):
         action_mean = self.actor_mean(x)
@@ -590,7 +594,10 @@ if __name__ == "__main__":
                     optimizer.zero_grad()
                     check_finite("PPO loss", loss)
                     loss.backward()
-                    grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    # clipped apart, so a surge of the intrinsic value's gradient never shrinks the task update
+                    int_grad_norm = nn.utils.clip_grad_norm_(agent.critic_int.parameters(), args.max_grad_norm)
+                    check_finite("intrinsic value loss's gradient norm", int_grad_norm)
+                    grad_norm = nn.utils.clip_grad_norm_(agent.task_parameters(), args.max_grad_norm)
                     check_finite("PPO loss's gradient norm", grad_norm)
                     optimizer.step()
 

@@ -248,7 +248,7 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # value head of the intrinsic reward, on the critic's body
+        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # intrinsic value head: reads the critic's body, never trains it
         self.actor = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 256)),
             nn.Tanh(),
@@ -266,11 +266,16 @@ class Agent(nn.Module):
         """The action for `x` under Gumbel `noise`, a sample of the policy (zeros: the likeliest); --save-model exports it."""
         return (self.actor(x) + noise).argmax(-1)
 
+    def task_parameters(self):
+        """Every parameter but the intrinsic value head's: the actor and the task critic, ppo.py's agent."""
+        return [p for name, p in self.named_parameters() if not name.startswith("critic_int.")]
+
     def get_value(self, x):
-        """Task and intrinsic values, the critic's body run once."""
+        """Task and intrinsic values, the critic's body run once; only the task value trains it (the intrinsic
+        reward changes with the external model and would otherwise move the task critic's features)."""
         with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
             hidden = self.critic[:-1](x)
-            return self.critic[-1](hidden).float(), self.critic_int(hidden).float()
+            return self.critic[-1](hidden).float(), self.critic_int(hidden.detach()).float()
 
     def get_action_and_value(self, x, action=None):
         with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
@@ -772,7 +777,10 @@ if __name__ == "__main__":
                     optimizer.zero_grad()
                     check_finite("PPO loss", loss)
                     loss.backward()
-                    grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    # clipped apart, so a surge of the intrinsic value's gradient never shrinks the task update
+                    int_grad_norm = nn.utils.clip_grad_norm_(agent.critic_int.parameters(), args.max_grad_norm)
+                    check_finite("intrinsic value loss's gradient norm", int_grad_norm)
+                    grad_norm = nn.utils.clip_grad_norm_(agent.task_parameters(), args.max_grad_norm)
                     check_finite("PPO loss's gradient norm", grad_norm)
                     optimizer.step()
 

@@ -57,3 +57,31 @@ def test_bf16_update_close_to_float32_and_weights_stay_float32(name):
         assert (value16 - value32).abs().max() < 0.05 * value32.abs().max() + 1e-3
     (logprob16.mean() + sum(v.mean() for v in out16[3:])).backward()
     assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in bf16.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize("name", [*INTRINSIC_FILES, "ppo_poi_policy", "ppo_continuous_poi_ensemble"])
+def test_the_intrinsic_value_trains_its_head_and_not_the_task_critic(name):
+    """The intrinsic value head reads the critic's body without training it: while the interest is gated off, the
+    task critic learns as ppo.py's does, and the intrinsic reward never moves the task value's features."""
+    module = importlib.import_module(f"algos.{name}")
+    torch.manual_seed(0)
+    agent = module.Agent(3, 2) if name == "ppo_continuous_poi_ensemble" else module.Agent(980, 7)
+    x = torch.randn(64, 3) if name == "ppo_continuous_poi_ensemble" else (torch.rand(64, 980) < 0.15).float()
+    body, task_head = list(agent.critic[:-1].parameters()), list(agent.critic[-1].parameters())
+    int_head = list(agent.critic_int.parameters())
+    task = {id(p) for p in agent.task_parameters()}  # clipped apart from the intrinsic head
+    assert task == {id(p) for p in agent.parameters()} - {id(p) for p in int_head} and len(task) > len(body) + 2
+
+    def grads(loss):
+        agent.zero_grad(set_to_none=True)
+        loss.backward()
+        return [p.grad for p in body], [p.grad for p in task_head], [p.grad for p in int_head]
+
+    value, int_value = agent.get_value(x)
+    body_grads, task_grads, int_grads = grads((int_value**2).mean())
+    assert all(g is None for g in body_grads + task_grads)
+    assert all(g is not None and g.abs().sum() > 0 for g in int_grads)
+    value, int_value = agent.get_value(x)
+    body_grads, task_grads, int_grads = grads((value**2).mean())
+    assert all(g is not None and g.abs().sum() > 0 for g in body_grads + task_grads)
+    assert all(g is None for g in int_grads)

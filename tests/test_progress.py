@@ -4,6 +4,8 @@ import pytest
 import torch
 
 from algos import ppo_poi_progress as progress
+from common.tb import read_scalars
+from tests.test_smoke import SMALL, only_run_dir, run
 
 
 def interest_trace(interest, switch=40, rollouts=60, seed=0):
@@ -57,3 +59,20 @@ def test_progress_is_the_lagged_loss_minus_the_current_loss():
     inverse = torch.tensor([0, 1, 1, 0, 2])
     per_transition = progress.interest_values("error", model, lagged, obs[inverse], actions[inverse], targets)
     torch.testing.assert_close(progress.interest_values("error", model, lagged, obs[:3], actions[:3], targets, inverse), per_transition)
+
+
+def test_while_the_interest_is_gated_off_the_intrinsic_reward_leaves_the_task_update_alone(tmp_path):
+    """The two interests give different intrinsic rewards, hence different intrinsic value losses; while the
+    gate is closed (it waits for a return this short run never has) the task's losses must not differ at all:
+    the intrinsic value head trains neither the task critic's body nor, through a shared clip, its step size."""
+    logged = {}
+    for interest in ("error", "progress"):
+        (tmp_path / interest).mkdir()
+        run(tmp_path / interest, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "768", "--seed", "3",
+            "--interest", interest, script="algos/ppo_poi_progress.py")  # fmt: skip
+        logged[interest] = read_scalars(only_run_dir(tmp_path / interest))
+    error, progress_ = logged["error"], logged["progress"]
+    assert {v for _, v in error["poi/int_weight"]} == {0.0}
+    assert error["losses/int_value_loss"] != progress_["losses/int_value_loss"]
+    for key in ("losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/approx_kl"):
+        assert error[key] == progress_[key], key
