@@ -135,9 +135,9 @@ class Args:
     """at least this many transitions whose target a colour change alters, in each phase's changed set"""
 
     # POI arguments
-    interest: Literal["progress", "error"] = "progress"
-    """progress: a transition's loss under a lagged copy of the model minus its loss under the model (learning
-    progress, Kim et al. 2020); error: its loss before the model's update on the rollout (surprise)"""
+    interest: Literal["error", "progress"] = "error"
+    """error: a transition's loss before the model's update on the rollout (surprise); progress: its loss under a
+    lagged copy of the model minus its loss under the model (learning progress, Kim et al. 2020)"""
     progress_tau: float = 0.05
     """per rollout, the weight of the model's new weights in the lagged copy (it lags by about 1 / tau rollouts)"""
     int_coef: float = 1.0
