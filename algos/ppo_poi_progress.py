@@ -135,9 +135,10 @@ class Args:
     """at least this many transitions whose target a colour change alters, in each phase's changed set"""
 
     # POI arguments
-    interest: Literal["error", "progress"] = "error"
+    interest: Literal["error", "progress", "noise"] = "error"
     """error: a transition's loss before the model's update on the rollout (surprise); progress: its loss under a
-    lagged copy of the model minus its loss under the model (learning progress, Kim et al. 2020)"""
+    lagged copy of the model minus its loss under the model (learning progress, Kim et al. 2020); noise: a control,
+    a uniform draw in [0, 1) for every transition, which says nothing about the model or the data"""
     progress_tau: float = 0.05
     """per rollout, the weight of the model's new weights in the lagged copy (it lags by about 1 / tau rollouts)"""
     int_coef: float = 1.0
@@ -450,11 +451,14 @@ class LaggedModel:
             lagged.lerp_(current, self.tau)
 
 
-def interest_values(interest, model, lagged, obs, actions, targets, inverse=None, loss_before=None):
+def interest_values(interest, model, lagged, obs, actions, targets, inverse=None, loss_before=None, generator=None):
     """Interest of each transition from its observed target. progress: loss under the lagged
     copy minus loss under the model (positive where the model has just learned something; it
     rises after a change of the world, while the model re-learns); error: `loss_before`, the
-    loss before the model's update on these transitions, or the model's loss when not given."""
+    loss before the model's update on these transitions, or the model's loss when not given; noise:
+    uniform draws from `generator`, independent of everything else (a control)."""
+    if interest == "noise":
+        return torch.rand(len(targets), generator=generator, device=targets.device)
     if interest == "error":
         return transition_losses(model, obs, actions, targets, inverse) if loss_before is None else loss_before
     return transition_losses(lagged.model, obs, actions, targets, inverse) - transition_losses(model, obs, actions, targets, inverse)
@@ -574,9 +578,12 @@ if __name__ == "__main__":
     model = model.to(device)
     model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
     lagged = LaggedModel(model, args.progress_tau)
+    noise_generator = torch.Generator(device).manual_seed(args.seed)  # --interest noise draws from it alone
+    eval_generator = torch.Generator(device).manual_seed(args.seed + 1)  # logging's own draws: training ignores --eval-every
 
     # what a checkpoint saves by state dict, and what the loop carries from one iteration to the next
-    stateful = dict(agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer)
+    stateful = dict(agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer,
+                    noise_generator=noise_generator, eval_generator=eval_generator)
 
     def loop_state():
         return dict(
@@ -698,11 +705,12 @@ if __name__ == "__main__":
                 if heldout_changed is not None:
                     eval_loss_changed = eval_external_model(model, **heldout_changed)
                     writer.add_scalar("external_model/eval_loss_changed", eval_loss_changed, global_step)
-                eval_poi = interest_values(args.interest, model, lagged, **heldout)
+                eval_poi = interest_values(args.interest, model, lagged, **heldout, generator=eval_generator)
                 writer.add_scalar("poi/eval_mean", eval_poi.mean().item(), global_step)
 
             # POI LOGIC: interest of every stored transition from its observed target, as a normalised reward
-            poi = interest_values(args.interest, model, lagged, *b_model_data, loss_before=loss_before)
+            poi = interest_values(args.interest, model, lagged, *b_model_data, loss_before=loss_before,
+                                  generator=noise_generator)
             poi = poi.reshape(args.num_steps, args.num_envs)
             lagged.update(model)  # after the interest: progress compares the model with its past
             int_rewards = poi / (int_reward_scale.update(poi) + 1e-8)

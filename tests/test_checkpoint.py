@@ -20,7 +20,7 @@ FLAGS = {
     "ppo_poi_ensemble.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_disagreement.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_grad.py": DISCRETE + ["--int-after-return", "0"],
-    "ppo_poi_progress.py": DISCRETE + ["--int-after-return", "0"],
+    "ppo_poi_progress.py": DISCRETE + ["--int-after-return", "0", "--interest", "progress"],  # its lagged copy
     "ppo_poi_policy.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_replay.py": DISCRETE + ["--replay-size", "256"],
     "ppo_poi_diayn.py": DISCRETE + ["--skill-steps", "24"],  # a skill ends mid-rollout and across the checkpoint
