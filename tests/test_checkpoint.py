@@ -21,6 +21,7 @@ FLAGS = {
     "ppo_poi_disagreement.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_grad.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_progress.py": DISCRETE + ["--int-after-return", "0", "--interest", "progress"],  # its lagged copy
+    "ppo_poi_progress.py --interest noise": DISCRETE + ["--int-after-return", "0", "--interest", "noise"],  # its generator
     "ppo_poi_policy.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_replay.py": DISCRETE + ["--replay-size", "256"],
     "ppo_poi_diayn.py": DISCRETE + ["--skill-steps", "24"],  # a skill ends mid-rollout and across the checkpoint
@@ -52,6 +53,7 @@ def start(script, runs_dir, *flags):
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s.startswith("sac") else s for s in sorted(FLAGS)])
 def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, script):
     flags = FLAGS[script]
+    script = script.split()[0]  # a key may name flags after the file, for a variant with state of its own
     reference = start(script, tmp_path / "reference", *flags)
     interrupted = start(script, tmp_path / "interrupted", *flags)
     assert interrupted.stdout.readline().startswith("step")  # one iteration logged: stop in the second

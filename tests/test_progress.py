@@ -1,7 +1,5 @@
 """The progress and error interests of algos/ppo_poi_progress.py react to a change of the world."""
 
-import subprocess
-
 import pytest
 import torch
 
@@ -96,12 +94,9 @@ def test_the_noise_control_is_uniform_and_independent_of_the_model_the_data_and_
     assert values.min() >= 0 and values.max() < 1 and abs(values.mean().item() - 0.5) < 0.02
 
 
-def test_the_noise_control_trains_the_same_whatever_the_logging_and_resumes_exactly(tmp_path):
-    """Its draws come from a generator of its own (checkpointed), the held-out set's from another."""
-    import signal
-
-    from tests.test_checkpoint import scalars_without_timing, start
-
+def test_the_noise_control_trains_the_same_whatever_the_logging(tmp_path):
+    """Its draws come from a generator of its own, the held-out set's from another (resuming it:
+    tests/test_checkpoint.py)."""
     flags = (*SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1280", "--interest", "noise",
              "--int-after-return", "0", "--seed", "2")  # fmt: skip
     logs = []
@@ -112,13 +107,3 @@ def test_the_noise_control_trains_the_same_whatever_the_logging_and_resumes_exac
         logs.append({k: v for k, v in scalars.items() if k.startswith(("losses/", "poi/mean"))})
     assert logs[0] == logs[1] and {v for _, v in scalars["poi/int_weight"]} == {1.0}
     assert all(0.4 < v < 0.6 for _, v in logs[0]["poi/mean"])  # 256 uniform draws a rollout
-    (tmp_path / "interrupted").mkdir()
-    interrupted = start("ppo_poi_progress.py", tmp_path / "interrupted" / "runs", *flags, "--eval-every", "1")
-    assert interrupted.stdout.readline().startswith("step")
-    interrupted.send_signal(signal.SIGINT)
-    _, err = interrupted.communicate(timeout=120)
-    assert interrupted.returncode == 130, err
-    resume = subprocess.run(err.strip().splitlines()[-1].split("resume with: ")[1].split(), cwd=tmp_path / "interrupted",
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert resume.returncode == 0, resume.stderr[-2000:]
-    assert scalars_without_timing(only_run_dir(tmp_path / "interrupted")) == scalars_without_timing(only_run_dir(tmp_path / "1"))
