@@ -20,7 +20,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from common.checkpoint import env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
 from common.evaluate import save_policy
-from common.heldout import heldout_set
+from common.heldout import changed_share, heldout_set
 from common.checks import check_range
 from common.runs import (
     NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
@@ -668,6 +668,8 @@ if __name__ == "__main__":
                 if heldout_changed is not None:
                     eval_loss_changed = eval_external_model(model, **heldout_changed)
                     writer.add_scalar("external_model/eval_loss_changed", eval_loss_changed, global_step)
+                    share = changed_share(args.model_target, obs, actions, phase_colors, phase)
+                    writer.add_scalar("external_model/rollout_changed_share", share, global_step)
 
             # bootstrap value if not done
             with torch.no_grad():

@@ -67,6 +67,22 @@ def random_policy_layouts(env_id: str, num_layouts: int, episode_steps: int, see
     return {key: np.concatenate(value) for key, value in rows.items()}
 
 
+def neighbour_color(colors: list[str], phase: int) -> str:
+    """The correct colour `phase`'s changes are measured against: the previous phase's, or for
+    the first phase, the next one's."""
+    return colors[phase - 1] if phase > 0 else colors[1]
+
+
+def changed_share(target: str, obs, actions, colors: list[str], phase: int) -> float:
+    """The share of a rollout's transitions (flat one-hot views `obs` of shape (..., 980) and
+    `actions`, tensors) whose target differs between `phase`'s correct colour and its
+    neighbour's (`envs.target_changed`): how much of what the external model trains on can
+    teach it the change. Logging only: it draws nothing."""
+    obs = obs.reshape(-1, obs.shape[-1]).cpu().numpy()
+    old, new = COLOR_TO_IDX[neighbour_color(colors, phase)], COLOR_TO_IDX[colors[phase]]
+    return float(target_changed(target, obs, actions.reshape(-1).cpu().numpy(), old, new).mean())
+
+
 def heldout_set(env_id: str, colors: list[str], phase: int, target: str, num_steps: int, episode_steps: int,
                 min_changed: int = 0, seed: int = HELDOUT_SEED) -> tuple[dict, dict]:  # fmt: skip
     """The external model's held-out sets of `phase`, drawn from `seed` whatever the run's seed
@@ -87,7 +103,7 @@ def heldout_set(env_id: str, colors: list[str], phase: int, target: str, num_ste
     full = random_policy_layouts(env_id, num_layouts, episode_steps, seed, color, info_keys)
     if len(colors) < 2:
         return full, {key: value[:0] for key, value in full.items()}
-    other = COLOR_TO_IDX[colors[phase - 1] if phase > 0 else colors[1]]
+    other = COLOR_TO_IDX[neighbour_color(colors, phase)]
 
     def changed_part(data):
         mask = target_changed(target, data["obs"], data["actions"], other, COLOR_TO_IDX[color])

@@ -5,10 +5,11 @@ import copy
 
 import numpy as np
 import pytest
+import torch
 from minigrid.core.constants import COLOR_TO_IDX
 from minigrid.core.world_object import Key
 
-from common.heldout import heldout_set, random_policy_layouts
+from common.heldout import changed_share, heldout_set, random_policy_layouts
 from envs import ColorDoorKeyEnv, OneHotFlatObs, key_distance, target_changed
 from tests.test_env import door_of, stand_before_door
 
@@ -58,28 +59,53 @@ def test_forward_changed_marks_exactly_the_transitions_whose_outcome_depends_on_
     assert not target_changed("agent_dir", obs, actions, RED, BLUE).any()
 
 
-def test_key_distance_changed_where_the_two_keys_distances_differ():
+def random_views(num_steps=400):
+    """Encoded and flat one-hot views of a random walk in ColorDoorKey-8x8 (two keys)."""
     env = ColorDoorKeyEnv(size=8, correct_key_color="red")
     rng = np.random.default_rng(0)
     images, _ = [], env.reset(seed=0)
-    for _ in range(400):
+    for _ in range(num_steps):
         images.append(env.gen_obs()["image"])
         _, _, terminated, truncated, _ = env.step(int(rng.integers(7)))
         if terminated or truncated:
             env.reset()
-    views = np.stack([OneHotFlatObs(env).observation({"image": image}) for image in images])
-    hand = []
-    for image in images:  # plain loop: Euclidean distance from the agent's cell (3, 6) to each key
+    return images, np.stack([OneHotFlatObs(env).observation({"image": image}) for image in images])
+
+
+def hand_changed(images, old, new):
+    """Plain loop: the Euclidean distance from the agent's cell (3, 6) to the nearest key of
+    each colour (14 if none is in view) differs between the two colours."""
+    changed = []
+    for image in images:
         nearest = {}
         for i in range(7):
             for j in range(7):
                 if image[i, j, 0] == 5:  # key
                     d = np.hypot(i - 3, j - 6)
                     nearest[image[i, j, 1]] = min(d, nearest.get(image[i, j, 1], 14.0))
-        hand.append(nearest.get(RED, 14.0) != nearest.get(BLUE, 14.0))
-    hand = np.array(hand)
+        changed.append(nearest.get(old, 14.0) != nearest.get(new, 14.0))
+    return np.array(changed)
+
+
+def test_key_distance_changed_where_the_two_keys_distances_differ():
+    images, views = random_views()
+    hand = hand_changed(images, RED, BLUE)
     assert 0 < hand.sum() < len(hand)
     np.testing.assert_array_equal(target_changed("key_distance", views, np.zeros(len(views)), RED, BLUE), hand)
+
+
+def test_a_rollouts_changed_share_counts_its_views_against_the_neighbouring_phase():
+    images, views = random_views()
+    obs = torch.tensor(views, dtype=torch.float32).reshape(100, 4, -1)  # (steps, envs, 980) as a rollout stores it
+    actions = torch.zeros(100, 4, dtype=torch.long)
+    hand = hand_changed(images, RED, BLUE).mean()
+    assert 0 < hand < 1
+    for phase in (0, 1):  # the first phase against the next, the second against the previous
+        assert changed_share("key_distance", obs, actions, ["red", "blue"], phase) == pytest.approx(hand)
+    green = hand_changed(images, BLUE, COLOR_TO_IDX["green"]).mean()  # no green key: every view with a blue one
+    assert green != pytest.approx(hand)
+    assert changed_share("key_distance", obs, actions, ["red", "blue", "green"], 2) == pytest.approx(green)
+    assert changed_share("forward", obs, actions, ["red", "blue"], 1) == 0.0  # never toggles
 
 
 @pytest.mark.parametrize("target", ["key_distance", "forward"])

@@ -77,6 +77,11 @@ def test_info_target_model(tmp_path, target):
         "--model-gaussian")  # fmt: skip
     scalars = read_scalars(only_run_dir(tmp_path))
     assert np.isfinite([v for _, v in scalars["external_model/eval_loss"]]).all()
+    if target == "key_distance":  # a target the colour change moves: how much of each rollout it moves
+        shares = [v for _, v in scalars["external_model/rollout_changed_share"]]
+        assert len(shares) == 2 and all(0 <= v <= 1 for v in shares) and max(shares) > 0  # eval every 2 of 4 iterations
+    else:
+        assert "external_model/rollout_changed_share" not in scalars
 
 
 def test_minigrid_id_runs(tmp_path):
