@@ -1,5 +1,6 @@
 # docs: docs/algorithms/ppo_poi_diayn.md
 import os
+from collections import deque
 import random
 import sys
 import time
@@ -145,6 +146,8 @@ class Args:
     """number of skills z; the policy and the values see the observation and a one-hot z"""
     diayn_coef: float = 1.0
     """weight of the DIAYN advantages (reward log q(z|s') - log p(z), p uniform; normalised per minibatch; the weights mix as shares of their sum)"""
+    diayn_after_return: float = 0.0
+    """the DIAYN advantages count only while the mean return of the last 100 episodes is at least this (live, after SMERL: diversity only while the task is done; 0, or --no-task-reward: always)"""
     ext_coef: float = 2.0
     """weight of the task advantages (each kind normalised per minibatch; the weights mix as shares of their sum)"""
     uniform_prior_weight: float = 0.5
@@ -202,6 +205,7 @@ def check_args(args: Args) -> None:
     for name in ("disc_learning_rate", "skill_temperature"):
         check_range(args, name, 0.0, low_open=True)
     check_range(args, "eval_changed_min", 0)
+    check_range(args, "diayn_after_return", 0.0)
     if not args.model_hidden_sizes or min(args.model_hidden_sizes) <= 0:
         raise ValueError(f"--model-hidden-sizes must be positive sizes, got {args.model_hidden_sizes}")
     if not 0.0 <= args.model_dropout < 1.0:
@@ -757,7 +761,7 @@ if __name__ == "__main__":
         return dict(
             iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
             skill_probs=skill_probs, next_skill=next_skill, skill_age=skill_age, next_cell=next_cell, visits=visits,
-            envs=env_state(envs),
+            recent_returns=recent_returns, envs=env_state(envs),
         )
 
     def heldout_sets(phase):
@@ -801,6 +805,7 @@ if __name__ == "__main__":
         skill_age = torch.zeros(args.num_envs, dtype=torch.long, device=device)  # steps taken with the skill
         next_cell = torch.as_tensor(cells_of(infos), device=device) if grid_size else None
         visits = torch.zeros(args.num_skills, grid_size, grid_size)  # per skill and cell, since the last map
+        recent_returns = deque(maxlen=100)  # the task's episodic returns, for --diayn-after-return
 
         if checkpoint:  # last: building the networks drew from the random states it restores
             state = restore_checkpoint(checkpoint, stateful, device)
@@ -809,7 +814,7 @@ if __name__ == "__main__":
             next_obs, next_info = state["next_obs"], state["next_info"]
             skill_probs, next_skill = state["skill_probs"], state["next_skill"]
             skill_age = state["skill_age"]
-            next_cell, visits = state["next_cell"], state["visits"]
+            next_cell, visits, recent_returns = state["next_cell"], state["visits"], state["recent_returns"]
         start_step = global_step
         heldout, heldout_changed = heldout_sets(phase)
 
@@ -887,6 +892,13 @@ if __name__ == "__main__":
                         writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
                         writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
                         iteration_returns.append(float(episode["r"][i]))
+                        recent_returns.append(float(episode["r"][i]))
+            # live: the skills count while the task is done, and give way to it when it is not
+            full = len(recent_returns) == recent_returns.maxlen
+            diayn_on = args.diayn_after_return == 0 or args.no_task_reward or (
+                full and float(np.mean(recent_returns)) >= args.diayn_after_return
+            )
+            diayn_weight = args.diayn_coef if diayn_on else 0.0
 
             # EXTERNAL MODEL LOGIC: train on this rollout's transitions, evaluate on the held-out set
             model_train_loss = train_external_model(
@@ -977,8 +989,8 @@ if __name__ == "__main__":
             ext_weight = 0.0 if args.no_task_reward or global_step < args.reward_warmstart else args.ext_coef
             # the weights as shares of one: the policy loss keeps PPO's scale, so the entropy bonus keeps its relative
             # weight (Adam undoes a loss's scale, not the ratio of its terms); with the other weight 0 it is PPO's
-            weight_sum = ext_weight + args.diayn_coef
-            ext_share, diayn_share = (ext_weight / weight_sum, args.diayn_coef / weight_sum) if weight_sum else (0.0, 0.0)
+            weight_sum = ext_weight + diayn_weight
+            ext_share, diayn_share = (ext_weight / weight_sum, diayn_weight / weight_sum) if weight_sum else (0.0, 0.0)
 
             # Optimizing the policy and value network
             b_inds = np.arange(args.batch_size)
@@ -1065,6 +1077,7 @@ if __name__ == "__main__":
             writer.add_scalar("poi/mean", poi.mean().item(), global_step)
             writer.add_scalar("poi/max", poi.max().item(), global_step)
             writer.add_scalar("diayn/reward_mean", diayn_reward.mean().item(), global_step)
+            writer.add_scalar("diayn/weight", diayn_weight, global_step)
             writer.add_scalar("diayn/disc_loss", disc_loss, global_step)
             writer.add_scalar("diayn/disc_accuracy", disc_correct.float().mean().item(), global_step)
             if fresh.any():  # skills the discriminator has never trained on: no episode to recognise

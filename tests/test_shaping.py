@@ -237,3 +237,31 @@ def test_diayn_runs_on_a_minigrid_id_without_cells(tmp_path):
     """Only ColorDoorKey's info has the agent's cell: elsewhere no cells, no visitation map."""
     run(tmp_path, *SMALL, "--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "256", script="algos/ppo_poi_diayn.py")
     assert "diayn/disc_accuracy" in read_scalars(only_run_dir(tmp_path))
+
+
+@pytest.mark.slow
+def test_the_diayn_gate_holds_the_skills_back_until_the_task_is_done(tmp_path):
+    """--diayn-after-return: the DIAYN advantage has weight 0 until the mean return of the last 100
+    episodes reaches it, so until then the update is --diayn-coef 0's. On MiniGrid-Empty-5x5 a random
+    policy is rewarded now and then, so a low bar opens the gate once 100 episodes have ended."""
+    flags = ("--env", "MiniGrid-Empty-5x5-v0", "--num-envs", "8", "--num-steps", "64", "--num-minibatches", "2",
+             "--total-timesteps", "8192", "--eval-steps", "64", *DIAYN)  # fmt: skip
+
+    def scalars(*extra):
+        folder = tmp_path / "_".join(extra)
+        folder.mkdir()
+        run(folder, *flags, *extra, script="algos/ppo_poi_diayn.py")
+        return read_scalars(only_run_dir(folder))
+
+    def policy_losses(logged):
+        return [v for _, v in logged["losses/policy_loss"]]
+
+    gated, never = scalars("--diayn-after-return", "0.001"), scalars("--diayn-coef", "0")
+    steps, weights = zip(*gated["diayn/weight"])
+    opened = weights.index(1.0)
+    assert 0 < opened and set(weights[:opened]) == {0.0} and set(weights[opened:]) == {1.0}
+    ended = [step for step, _ in gated["charts/episodic_return"]]
+    assert sum(s <= steps[opened - 1] for s in ended) < 100 <= sum(s <= steps[opened] for s in ended)
+    assert policy_losses(gated)[:opened] == policy_losses(never)[:opened]
+    assert policy_losses(gated)[opened:] != policy_losses(never)[opened:]
+    assert {v for _, v in never["diayn/weight"]} == {0.0}
