@@ -108,8 +108,9 @@ class Args:
     """the target KL divergence threshold"""
 
     # external model arguments
-    model_target: Literal["forward", "key_distance", "agent_dir"] = "forward"
-    """what the external model predicts: `forward` (next_obs - obs from obs and action) or an info value"""
+    model_target: Literal["auto", "forward", "key_distance", "agent_dir"] = "auto"
+    """what the external model predicts: `forward` (next_obs - obs from obs and action) or an info value; `auto`:
+    `key_distance` on ColorDoorKey (EMMA's predictor there, the studies' target), `forward` elsewhere"""
     model_gaussian: bool = False
     """if toggled, the model predicts a mean and a log-std and is trained by Gaussian NLL (else MSE)"""
     model_nll_beta: float = 0.5
@@ -198,6 +199,8 @@ def check_args(args: Args) -> None:
     args.num_iterations = args.total_timesteps // args.batch_size
     if args.num_iterations == 0:
         raise ValueError(f"--total-timesteps={args.total_timesteps} is smaller than one batch ({args.batch_size})")
+    if args.model_target == "auto":
+        args.model_target = "key_distance" if is_color_door_key(env_id) else "forward"
     if is_color_door_key(env_id):
         if args.change_steps is None:  # one phase per colour, evenly spaced
             n = len(args.correct_key_colors)

@@ -109,8 +109,9 @@ class Args:
     """the target KL divergence threshold"""
 
     # external model arguments
-    model_target: Literal["forward", "key_distance", "agent_dir"] = "forward"
-    """what the external model predicts: `forward` (next_obs - obs from obs and action) or an info value"""
+    model_target: Literal["auto", "forward", "key_distance", "agent_dir"] = "auto"
+    """what the external model predicts: `forward` (next_obs - obs from obs and action) or an info value; `auto`:
+    `key_distance` on ColorDoorKey (EMMA's predictor there, the studies' target), `forward` elsewhere"""
     model_gaussian: bool = False
     """if toggled, the model predicts a mean and a log-std and is trained by Gaussian NLL (else MSE)"""
     model_nll_beta: float = 0.5
@@ -135,10 +136,11 @@ class Args:
     """at least this many transitions whose target a colour change alters, in each phase's changed set"""
 
     # POI arguments
-    interest: Literal["error", "progress", "noise"] = "error"
+    interest: Literal["auto", "error", "progress", "noise"] = "auto"
     """error: a transition's loss before the model's update on the rollout (surprise); progress: its loss under a
     lagged copy of the model minus its loss under the model (learning progress, Kim et al. 2020); noise: a control,
-    a uniform draw in [0, 1) for every transition, which says nothing about the model or the data"""
+    a uniform draw in [0, 1) for every transition, which says nothing about the model or the data; auto: error for an
+    info target, progress for the forward model (whose error stays high where the partial view cannot show the outcome)"""
     progress_tau: float = 0.05
     """per rollout, the weight of the model's new weights in the lagged copy (it lags by about 1 / tau rollouts)"""
     int_coef: float = 1.0
@@ -204,6 +206,10 @@ def check_args(args: Args) -> None:
     args.num_iterations = args.total_timesteps // args.batch_size
     if args.num_iterations == 0:
         raise ValueError(f"--total-timesteps={args.total_timesteps} is smaller than one batch ({args.batch_size})")
+    if args.model_target == "auto":
+        args.model_target = "key_distance" if is_color_door_key(env_id) else "forward"
+    if args.interest == "auto":  # each target's interest that kept the task in the interest study
+        args.interest = "progress" if args.model_target == "forward" else "error"
     if is_color_door_key(env_id):
         if args.change_steps is None:  # one phase per colour, evenly spaced
             n = len(args.correct_key_colors)
@@ -573,7 +579,7 @@ if __name__ == "__main__":
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     model = ExternalModel(
         obs_dim, num_actions, args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian,
-        args.model_nll_beta
+        args.model_nll_beta,
     )
     model = model.to(device)
     model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)

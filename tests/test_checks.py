@@ -107,3 +107,32 @@ def test_runtime_sizes_are_not_flags():
     module = importlib.import_module("algos.ppo")
     with pytest.raises(SystemExit):
         tyro.cli(module.Args, args=["--batch-size", "4096"])
+
+
+@pytest.mark.parametrize("name", DISCRETE)
+def test_model_target_auto_is_the_envs_studied_target(name):
+    """The default target: the key distance where the env reports it, the forward model elsewhere;
+    a target given is kept."""
+    module = importlib.import_module(f"algos.{name}")
+    for env, resolved in [("ColorDoorKey", "key_distance"), ("ColorDoorKey-6x6", "key_distance"),
+                          ("MiniGrid-Empty-5x5-v0", "forward")]:  # fmt: skip
+        args = module.Args(env=env)
+        module.check_args(args)
+        assert args.model_target == resolved
+    args = module.Args(env="ColorDoorKey-6x6", model_target="forward")
+    module.check_args(args)
+    assert args.model_target == "forward"
+
+
+@pytest.mark.parametrize("target, given, resolved", [
+    ("key_distance", "auto", "error"), ("agent_dir", "auto", "error"), ("forward", "auto", "progress"),
+    ("forward", "error", "error"), ("key_distance", "progress", "progress"), ("forward", "noise", "noise"),
+])  # fmt: skip
+def test_progress_interest_auto_follows_the_target(target, given, resolved):
+    module = importlib.import_module("algos.ppo_poi_progress")
+    args = module.Args(env="ColorDoorKey-6x6", model_target=target, interest=given)
+    module.check_args(args)
+    assert args.interest == resolved
+    args = module.Args(env="MiniGrid-Empty-5x5-v0")  # no info there: the forward model, so progress
+    module.check_args(args)
+    assert (args.model_target, args.interest) == ("forward", "progress")

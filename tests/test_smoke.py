@@ -59,7 +59,8 @@ def test_save_model_then_load_and_predict(tmp_path):
     from algos.ppo import Agent, ExternalModel
     from envs import OneHotFlatObs
 
-    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "512", "--save-model")
+    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "512", "--model-target", "forward",
+        "--save-model")  # fmt: skip
     run_dir = only_run_dir(tmp_path)
     assert {"agent.pt", "external_model.pt", "args.json"} <= {p.name for p in run_dir.iterdir()}
     model = ExternalModel.load(run_dir / "external_model.pt")
