@@ -1,0 +1,68 @@
+"""How far the POI-guided skill distribution leaves the uniform one, before and after the change,
+and how distinct the skills are.
+
+    python docs/results/shaping-6x6/skill_choice.py sweeps/diayn16/runs/*
+
+Per run and window: the mean over iterations of the largest skill probability (uniform: 1/8)
+and of the distribution's KL divergence from the uniform (`skills/prob_<k>`), and the share of
+drawn skills that went to the skill of highest interest (`poi/skill_<k>`, `skills/frequency_<k>`).
+Then the discriminator's accuracy on fresh skills (`diayn/disc_accuracy_fresh`): its mean over
+350k-400k and 750k-800k, and the first step after 20k where its moving mean over 10 rollouts
+reaches twice chance.
+"""
+
+import math
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from common.tb import read_scalars  # noqa: E402
+
+WINDOWS = [(300_000, 400_000), (400_000, 500_000), (500_000, 800_001)]
+
+
+def per_iteration(scalars: dict, prefix: str) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values of shape (iterations, skills)) of the scalars `prefix<k>`."""
+    keys = sorted((k for k in scalars if re.fullmatch(re.escape(prefix) + r"\d+", k)), key=lambda k: int(k[len(prefix):]))
+    steps = np.array([s for s, _ in scalars[keys[0]]])
+    return steps, np.array([[v for _, v in scalars[k]] for k in keys]).T
+
+
+def main(run_dirs: list[str]) -> None:
+    print("| run | " + " | ".join(f"{a // 1000}k-{b // 1000}k: max prob, KL, share to the top-POI skill" for a, b in WINDOWS) + " |")
+    print("|-|" + "-|" * len(WINDOWS))
+    for run_dir in sorted(run_dirs, key=lambda d: (Path(d).name.split("__")[1], int(Path(d).name.split("__")[2]))):
+        scalars = read_scalars(Path(run_dir))
+        steps, probs = per_iteration(scalars, "skills/prob_")
+        _, poi = per_iteration(scalars, "poi/skill_")
+        _, freq = per_iteration(scalars, "skills/frequency_")
+        k = probs.shape[1]
+        kl = (probs * np.log(np.clip(probs * k, 1e-12, None))).sum(1)
+        top_share = freq[np.arange(len(freq)), poi.argmax(1)]
+        cells = []
+        for a, b in WINDOWS:
+            w = (steps >= a) & (steps < b)
+            cells.append(f"{probs[w].max(1).mean():.3f}, {kl[w].mean():.4f}, {top_share[w].mean():.3f}" if w.any() else "-")
+        name = Path(run_dir).name
+        print(f"| {name.split('__')[1]} seed {name.split('__')[2]} | " + " | ".join(cells) + " |")
+    print()
+    print("| run | fresh accuracy 350k-400k | 750k-800k | twice chance first reached at |")
+    print("|-|-|-|-|")
+    for run_dir in sorted(run_dirs, key=lambda d: (Path(d).name.split("__")[1], int(Path(d).name.split("__")[2]))):
+        scalars = read_scalars(Path(run_dir))
+        num_skills = len([k for k in scalars if k.startswith("skills/prob_")])
+        steps, acc = (np.array(x) for x in zip(*scalars["diayn/disc_accuracy_fresh"]))
+        moving = np.convolve(acc, np.ones(10) / 10, mode="full")[: len(acc)]
+        moving[:9] = math.nan  # fewer than 10 rollouts yet
+        passed = steps[(steps > 20_000) & (moving >= 2 / num_skills)]
+        cells = [f"{acc[(steps >= a) & (steps < b)].mean():.3f}" for a, b in ((350_000, 400_001), (750_000, 800_001))]
+        name = Path(run_dir).name
+        print(f"| {name.split('__')[1]} seed {name.split('__')[2]} | {cells[0]} | {cells[1]} | "
+              f"{f'{passed[0] / 1000:.0f}k' if len(passed) else '-'} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
