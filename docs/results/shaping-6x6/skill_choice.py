@@ -6,7 +6,8 @@ and how distinct the skills are.
 Per run and window: the mean over iterations of the largest skill probability (uniform: 1/8)
 and of the distribution's KL divergence from the uniform (`skills/prob_<k>`), and the share of
 drawn skills that went to the skill of highest interest (`poi/skill_<k>`, `skills/frequency_<k>`).
-Then the discriminator's accuracy on fresh skills (`diayn/disc_accuracy_fresh`): its mean over
+Then the skills' interest (`poi/skill_<k>`): its mean over the skills, and the top skill's over
+that mean, over 300k-400k and 450k-550k. Then the discriminator's accuracy on fresh skills (`diayn/disc_accuracy_fresh`): its mean over
 350k-400k and 750k-800k, and the first step after 20k where its moving mean over 10 rollouts
 reaches twice chance.
 """
@@ -48,6 +49,16 @@ def main(run_dirs: list[str]) -> None:
             cells.append(f"{probs[w].max(1).mean():.3f}, {kl[w].mean():.4f}, {top_share[w].mean():.3f}" if w.any() else "-")
         name = Path(run_dir).name
         print(f"| {name.split('__')[1]} seed {name.split('__')[2]} | " + " | ".join(cells) + " |")
+    print()
+    print("| run | mean skill POI 300k-400k | 450k-550k | top skill's POI / mean, 300k-400k | 450k-550k |")
+    print("|-|-|-|-|-|")
+    for run_dir in sorted(run_dirs, key=lambda d: (Path(d).name.split("__")[1], int(Path(d).name.split("__")[2]))):
+        steps, poi = per_iteration(read_scalars(Path(run_dir)), "poi/skill_")
+        windows = [(steps >= a) & (steps < b) for a, b in ((300_000, 400_000), (450_000, 550_000))]
+        means = [f"{poi[w].mean():.3g}" for w in windows]
+        tops = [f"{(poi[w].max(1) / poi[w].mean(1)).mean():.2f}" for w in windows]
+        name = Path(run_dir).name
+        print(f"| {name.split('__')[1]} seed {name.split('__')[2]} | " + " | ".join(means + tops) + " |")
     print()
     print("| run | fresh accuracy 350k-400k | 750k-800k | twice chance first reached at |")
     print("|-|-|-|-|")
