@@ -23,27 +23,28 @@ from common.analyze import ratio_estimates  # noqa: E402
 PPO, NOISE = "ppo-model-target-key_distance", "ppo_poi_progress-interest-noise"
 
 
-def after_change(results: Path, metric: str) -> dict[str, np.ndarray]:
+def after_change(runs: list[dict], metric: str) -> dict[str, np.ndarray]:
     """Per method, each run's `metric` in the phase after the change (censored at the phase's length)."""
     per_method = {}
-    for run in json.loads(results.read_text())["runs"]:
+    for run in runs:
         per_method.setdefault(run["method"], []).append(run["phases"][1][metric])
     return {m: np.array(v) for m, v in per_method.items()}
 
 
 def main() -> None:
-    study = HERE.parent / "interest-study-6x6" / "results.json"
+    study = json.loads((HERE.parent / "interest-study-6x6" / "results.json").read_text())["runs"]
+    here = json.loads((HERE / "results.json").read_text())["runs"]
     columns = [("held-out loss < 1 after the change / PPO", "eval_adaptation", PPO),
                ("changed views < 1 / PPO", "changed_adaptation", PPO),
                ("changed views < 1 / the noise control", "changed_adaptation", NOISE)]
     print("| method | runs | " + " | ".join(title for title, _, _ in columns) + " |")
     print("|-|-|" + "-|" * len(columns))
-    here = {metric: after_change(HERE / "results.json", metric) for _, metric, _ in columns}
-    ratios = [ratio_estimates(here[metric], after_change(study, metric)[base], reps=5000, seed=0)
+    ratios = [ratio_estimates(after_change(here, metric), after_change(study, metric)[base], reps=5000, seed=0)
               for _, metric, base in columns]
+    runs_per_method = {m: len(v) for m, v in after_change(here, "eval_adaptation").items()}
     for method in sorted(ratios[0]):
         cells = [f"{r:.2f} [{lo:.2f}, {hi:.2f}]" for r, lo, hi in (column[method] for column in ratios)]
-        print(f"| {method} | {len(here['eval_adaptation'][method])} | " + " | ".join(cells) + " |")
+        print(f"| {method} | {runs_per_method[method]} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ Per run and window: the mean over iterations of the largest skill probability (u
 and of the distribution's KL divergence from the uniform (`skills/prob_<k>`), and the share of
 drawn skills that went to the skill of highest interest (`poi/skill_<k>`, `skills/frequency_<k>`).
 Then the skills' interest (`poi/skill_<k>`): its mean over the skills, and the top skill's over
-that mean, over 300k-400k and 450k-550k. Then the discriminator's accuracy on fresh skills (`diayn/disc_accuracy_fresh`): its mean over
-350k-400k and 750k-800k, and the first step after 20k where its moving mean over 10 rollouts
-reaches twice chance.
+that mean, over 300k-400k and 450k-550k. Then the discriminator's accuracy on fresh skills
+(`diayn/disc_accuracy_fresh`): its mean over 350k-400k and 750k-800k, and the first step after
+20k where its moving mean over 10 rollouts reaches twice chance.
 """
 
 import math
@@ -32,47 +32,58 @@ def per_iteration(scalars: dict, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     return steps, np.array([[v for _, v in scalars[k]] for k in keys]).T
 
 
+def skill_choice(scalars: dict) -> list[str]:
+    """Per window of WINDOWS: largest skill probability, KL from the uniform, share drawn to the top-POI skill."""
+    steps, probs = per_iteration(scalars, "skills/prob_")
+    _, poi = per_iteration(scalars, "poi/skill_")
+    _, freq = per_iteration(scalars, "skills/frequency_")
+    kl = (probs * np.log(np.clip(probs * probs.shape[1], 1e-12, None))).sum(1)
+    top_share = freq[np.arange(len(freq)), poi.argmax(1)]
+    cells = []
+    for a, b in WINDOWS:
+        w = (steps >= a) & (steps < b)
+        cells.append(f"{probs[w].max(1).mean():.3f}, {kl[w].mean():.4f}, {top_share[w].mean():.3f}" if w.any() else "-")
+    return cells
+
+
+def skill_interest(scalars: dict) -> list[str]:
+    """The skills' mean POI, then the top skill's POI over that mean, before and after the change."""
+    steps, poi = per_iteration(scalars, "poi/skill_")
+    windows = [(steps >= a) & (steps < b) for a, b in ((300_000, 400_000), (450_000, 550_000))]
+    return [f"{poi[w].mean():.3g}" for w in windows] + [f"{(poi[w].max(1) / poi[w].mean(1)).mean():.2f}" for w in windows]
+
+
+def distinct_skills(scalars: dict) -> list[str]:
+    """Fresh accuracy over 350k-400k and 750k-800k, and when its moving mean first reaches twice chance."""
+    num_skills = len([k for k in scalars if k.startswith("skills/prob_")])
+    steps, acc = (np.array(x) for x in zip(*scalars["diayn/disc_accuracy_fresh"]))
+    moving = np.convolve(acc, np.ones(10) / 10, mode="full")[: len(acc)]
+    moving[:9] = math.nan  # fewer than 10 rollouts yet
+    passed = steps[(steps > 20_000) & (moving >= 2 / num_skills)]
+    cells = [f"{acc[(steps >= a) & (steps < b)].mean():.3f}" for a, b in ((350_000, 400_001), (750_000, 800_001))]
+    return cells + [f"{passed[0] / 1000:.0f}k" if len(passed) else "-"]
+
+
+TABLES = [
+    (" | ".join(f"{a // 1000}k-{b // 1000}k: max prob, KL, share to the top-POI skill" for a, b in WINDOWS), skill_choice),
+    ("mean skill POI 300k-400k | 450k-550k | top skill's POI / mean, 300k-400k | 450k-550k", skill_interest),
+    ("fresh accuracy 350k-400k | 750k-800k | twice chance first reached at", distinct_skills),
+]
+
+
 def main(run_dirs: list[str]) -> None:
-    print("| run | " + " | ".join(f"{a // 1000}k-{b // 1000}k: max prob, KL, share to the top-POI skill" for a, b in WINDOWS) + " |")
-    print("|-|" + "-|" * len(WINDOWS))
-    for run_dir in sorted(run_dirs, key=lambda d: (Path(d).name.split("__")[1], int(Path(d).name.split("__")[2]))):
-        scalars = read_scalars(Path(run_dir))
-        steps, probs = per_iteration(scalars, "skills/prob_")
-        _, poi = per_iteration(scalars, "poi/skill_")
-        _, freq = per_iteration(scalars, "skills/frequency_")
-        k = probs.shape[1]
-        kl = (probs * np.log(np.clip(probs * k, 1e-12, None))).sum(1)
-        top_share = freq[np.arange(len(freq)), poi.argmax(1)]
-        cells = []
-        for a, b in WINDOWS:
-            w = (steps >= a) & (steps < b)
-            cells.append(f"{probs[w].max(1).mean():.3f}, {kl[w].mean():.4f}, {top_share[w].mean():.3f}" if w.any() else "-")
-        name = Path(run_dir).name
-        print(f"| {name.split('__')[1]} seed {name.split('__')[2]} | " + " | ".join(cells) + " |")
-    print()
-    print("| run | mean skill POI 300k-400k | 450k-550k | top skill's POI / mean, 300k-400k | 450k-550k |")
-    print("|-|-|-|-|-|")
-    for run_dir in sorted(run_dirs, key=lambda d: (Path(d).name.split("__")[1], int(Path(d).name.split("__")[2]))):
-        steps, poi = per_iteration(read_scalars(Path(run_dir)), "poi/skill_")
-        windows = [(steps >= a) & (steps < b) for a, b in ((300_000, 400_000), (450_000, 550_000))]
-        means = [f"{poi[w].mean():.3g}" for w in windows]
-        tops = [f"{(poi[w].max(1) / poi[w].mean(1)).mean():.2f}" for w in windows]
-        name = Path(run_dir).name
-        print(f"| {name.split('__')[1]} seed {name.split('__')[2]} | " + " | ".join(means + tops) + " |")
-    print()
-    print("| run | fresh accuracy 350k-400k | 750k-800k | twice chance first reached at |")
-    print("|-|-|-|-|")
-    for run_dir in sorted(run_dirs, key=lambda d: (Path(d).name.split("__")[1], int(Path(d).name.split("__")[2]))):
-        scalars = read_scalars(Path(run_dir))
-        num_skills = len([k for k in scalars if k.startswith("skills/prob_")])
-        steps, acc = (np.array(x) for x in zip(*scalars["diayn/disc_accuracy_fresh"]))
-        moving = np.convolve(acc, np.ones(10) / 10, mode="full")[: len(acc)]
-        moving[:9] = math.nan  # fewer than 10 rollouts yet
-        passed = steps[(steps > 20_000) & (moving >= 2 / num_skills)]
-        cells = [f"{acc[(steps >= a) & (steps < b)].mean():.3f}" for a, b in ((350_000, 400_001), (750_000, 800_001))]
-        name = Path(run_dir).name
-        print(f"| {name.split('__')[1]} seed {name.split('__')[2]} | {cells[0]} | {cells[1]} | "
-              f"{f'{passed[0] / 1000:.0f}k' if len(passed) else '-'} |")
+    runs = []  # (label, seed, scalars), each run's event file read once
+    for run_dir in map(Path, run_dirs):
+        _, label, seed, _ = run_dir.name.split("__")
+        runs.append((label, int(seed), read_scalars(run_dir)))
+    runs.sort(key=lambda run: run[:2])
+    for i, (header, cells_of) in enumerate(TABLES):
+        if i:
+            print()
+        print(f"| run | {header} |")
+        print("|-|" + "-|" * (header.count(" | ") + 1))
+        for label, seed, scalars in runs:
+            print(f"| {label} seed {seed} | " + " | ".join(cells_of(scalars)) + " |")
 
 
 if __name__ == "__main__":
