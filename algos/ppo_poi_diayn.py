@@ -160,11 +160,15 @@ class Args:
     skill_warmstart: int = 100_000
     """skills are drawn uniformly before this global step"""
     skill_states: int = 512
-    """states sampled, labelled by the discriminator and scored by POI to weigh the skills (once per rollout)"""
+    """states sampled and scored by their interest to weigh the skills (once per rollout)"""
+    skill_interest: Literal["poi", "error"] = "poi"
+    """the interest of a skill's states: the interest field's POI, or the external model's error on the rollout's
+    transitions before it trains on them (sees what a change alters; needs --state-sampler rollouts)"""
     disc_input: Literal["view", "xy"] = "view"
     """what the discriminator q(z|s) sees of a state: the one-hot view (EMMA), or the agent's cell, x and y one-hot (DIAYN's x-y prior; ColorDoorKey, --state-sampler rollouts)"""
     state_sampler: Literal["vae", "rollouts"] = "vae"
-    """where those states come from: a VAE trained online on visited observations, or the last rollout"""
+    """where those states come from: a VAE trained online on visited observations, each labelled with its
+    likeliest skill by the discriminator, or the last rollout, each with the skill that visited it"""
     vae_latent: int = 16
     """latent size of the state sampler's VAE"""
     disc_learning_rate: float = 1e-3
@@ -243,6 +247,8 @@ def check_args(args: Args) -> None:
         raise ValueError("--capture-video needs --vector-env minigrid (the batched env does not render)")
     if args.disc_input == "xy" and not (is_color_door_key(env_id) and args.state_sampler == "rollouts"):
         raise ValueError("--disc-input xy needs a ColorDoorKey env (its info has the cells) and --state-sampler rollouts")
+    if args.skill_interest == "error" and args.state_sampler != "rollouts":
+        raise ValueError("--skill-interest error needs --state-sampler rollouts (the rollout's targets)")
     check_range(args, "skill_steps", 0)
     for name in ("num_skills", "skill_states", "vae_latent"):
         if getattr(args, name) < (2 if name == "num_skills" else 1):
@@ -655,6 +661,13 @@ def train_vae(vae, optimizer, obs, batch_size):
     return minibatch_pass(lambda idx: vae.loss(obs[idx]), optimizer, len(obs), batch_size, "state VAE's loss")
 
 
+@torch.no_grad()
+def prediction_errors(model, obs, actions, targets):
+    """The external model's loss on each transition, dropout off, the members' mean (--skill-interest error)."""
+    model.eval()
+    return model.per_sample_loss(obs, actions, targets).mean(0)
+
+
 def skill_distribution(labels, poi, num_skills, uniform_weight, temperature):
     """Weigh the skills by the interest of their states: the mean POI of the states labelled
     with each skill, softmax(log(mean POI) / temperature), mixed with the uniform distribution.
@@ -763,7 +776,7 @@ if __name__ == "__main__":
     def loop_state():
         return dict(
             iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
-            skill_probs=skill_probs, next_skill=next_skill, skill_age=skill_age, next_cell=next_cell, visits=visits,
+            skill_probs=skill_probs, next_skill=next_skill, skill_age=skill_age, visits=visits,
             recent_returns=recent_returns, envs=env_state(envs),
         )
 
@@ -788,7 +801,6 @@ if __name__ == "__main__":
     skill_ends = torch.zeros((args.num_steps, args.num_envs)).to(device)  # a skill's last step within an episode
     fresh = torch.zeros((args.num_steps, args.num_envs), dtype=torch.bool).to(device)  # its skill began this rollout
     next_observations = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
-    cells = torch.zeros((args.num_steps, args.num_envs, 2), dtype=torch.long).to(device)  # the agent's (x, y)
     next_cells = torch.zeros((args.num_steps, args.num_envs, 2), dtype=torch.long).to(device)
     targets = torch.zeros((args.num_steps, args.num_envs, obs_dim if args.model_target == "forward" else 1)).to(device)
 
@@ -806,7 +818,6 @@ if __name__ == "__main__":
         skill_probs = torch.full((args.num_skills,), 1.0 / args.num_skills)
         next_skill = torch.multinomial(skill_probs, args.num_envs, replacement=True).to(device)
         skill_age = torch.zeros(args.num_envs, dtype=torch.long, device=device)  # steps taken with the skill
-        next_cell = torch.as_tensor(cells_of(infos), device=device) if grid_size else None
         visits = torch.zeros(args.num_skills, grid_size, grid_size)  # per skill and cell, since the last map
         recent_returns = deque(maxlen=100)  # the task's episodic returns, for --diayn-after-return
 
@@ -817,7 +828,7 @@ if __name__ == "__main__":
             next_obs, next_info = state["next_obs"], state["next_info"]
             skill_probs, next_skill = state["skill_probs"], state["next_skill"]
             skill_age = state["skill_age"]
-            next_cell, visits, recent_returns = state["next_cell"], state["visits"], state["recent_returns"]
+            visits, recent_returns = state["visits"], state["recent_returns"]
         start_step = global_step
         heldout, heldout_changed = heldout_sets(phase)
 
@@ -839,8 +850,6 @@ if __name__ == "__main__":
                 obs[step] = next_obs
                 skills[step] = next_skill
                 fresh[step] = skill_age <= step  # all its steps so far are in this rollout
-                if grid_size:
-                    cells[step] = next_cell
 
                 # ALGO LOGIC: action logic
                 with torch.no_grad():
@@ -883,9 +892,8 @@ if __name__ == "__main__":
                 dones[step] = torch.tensor(done, device=device, dtype=torch.float32)
                 targets[step] = model_targets(args.model_target, obs[step], real_next_obs, next_info)
                 next_observations[step] = real_next_obs
-                if grid_size:  # the cells, for the x-y discriminator and the visitation maps
+                if grid_size:  # the cells a step led to, for the x-y discriminator and the visitation maps
                     next_cells[step] = torch.as_tensor(cells_of(infos, done), device=device)
-                    next_cell = torch.as_tensor(cells_of(infos), device=device)
                 next_obs = torch.tensor(next_obs_np, device=device)
                 next_info = torch.tensor(infos[info_keys[0]], device=device) if info_keys else None
 
@@ -902,6 +910,11 @@ if __name__ == "__main__":
                 full and float(np.mean(recent_returns)) >= args.diayn_after_return
             )
             diayn_weight = args.diayn_coef if diayn_on else 0.0
+
+            if args.skill_interest == "error":  # what the model had not yet learned of this rollout
+                rollout_error = prediction_errors(
+                    model, obs.reshape(-1, obs_dim), actions.reshape(-1), targets.reshape(-1, targets.shape[-1])
+                )
 
             # EXTERNAL MODEL LOGIC: train on this rollout's transitions, evaluate on the held-out set
             model_train_loss = train_external_model(
@@ -942,16 +955,19 @@ if __name__ == "__main__":
             if args.state_sampler == "vae":
                 vae_loss = train_vae(vae, vae_optimizer, obs.reshape(-1, obs_dim), args.model_batch_size)
 
-            # SKILL LOGIC: weigh the skills by the POI of sampled states, each labelled with its likeliest skill
+            # SKILL LOGIC: weigh the skills by the interest of sampled states, each with the skill that goes there
             if args.state_sampler == "vae":
-                states, state_cells = vae.sample(args.skill_states), None
+                states = vae.sample(args.skill_states)
+                with torch.no_grad():
+                    labels = disc(disc_inputs(states, None, args.disc_input, grid_size)).argmax(-1)
             else:
                 rows = torch.randint(args.batch_size, (args.skill_states,))
-                states, state_cells = obs.reshape(-1, obs_dim)[rows], cells.reshape(-1, 2)[rows]
-            with torch.no_grad():
-                labels = disc(disc_inputs(states, state_cells, args.disc_input, grid_size)).argmax(-1)
-            random_actions = torch.randint(num_actions, (args.skill_states,), device=device)
-            poi = poi_values(model, states, random_actions, args.mc_samples)
+                states, labels = obs.reshape(-1, obs_dim)[rows], flat_skills[rows]
+            if args.skill_interest == "error":
+                poi = rollout_error[rows]
+            else:
+                random_actions = torch.randint(num_actions, (args.skill_states,), device=device)
+                poi = poi_values(model, states, random_actions, args.mc_samples)
             guided_probs, skill_poi = skill_distribution(
                 labels.cpu(), poi.cpu(), args.num_skills, args.uniform_prior_weight, args.skill_temperature
             )

@@ -142,6 +142,43 @@ def test_after_a_change_the_skill_distribution_moves_to_the_skill_whose_states_c
     assert after.argmax() == 2 and after[2] > 0.4 and (poi_after / poi_before).argmax() == 2
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_error_interest_moves_the_distribution_to_the_changed_skill_and_back(seed):
+    """Four skills visit disjoint states (each state with the skill that visited it, as from the
+    rollouts); the model has learned them all. The world then changes where skill 2 goes: before
+    the model trains on it, its error there is the largest by far, and the error-guided
+    distribution puts on skill 2 nearly all the uniform weight 0.5 leaves (0.625 at most).
+    Once the model has re-learned it, skill 2 is no longer singled out."""
+    torch.manual_seed(seed)
+    num_skills, dim = 4, 64
+    obs = torch.cat([skill_states(256, k, seed=10 * seed + k) for k in range(num_skills)])
+    skills, actions = torch.arange(num_skills).repeat_interleave(256), torch.zeros(len(obs), dtype=torch.long)
+    targets = obs.sum(1, keepdim=True) / 4
+    model = diayn.ExternalModel(dim, 3, "key_distance", hidden_sizes=(64, 64), dropout=0.1, num_members=1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(150):
+        diayn.train_external_model(model, optimizer, obs, actions, targets, epochs=1, batch_size=64)
+
+    def distribution():
+        errors = diayn.prediction_errors(model, obs, actions, targets)
+        assert not model.training  # dropout off: the same errors on every call
+        torch.testing.assert_close(errors, diayn.prediction_errors(model, obs, actions, targets))
+        return diayn.skill_distribution(skills, errors, num_skills, uniform_weight=0.5, temperature=1.0)
+
+    before, _ = distribution()
+    targets[skills == 2] += 3.0
+    after, error_after = distribution()
+    by_hand = ((model.predict(obs, actions) - targets) ** 2).squeeze(1)
+    torch.testing.assert_close(error_after[2], by_hand[skills == 2].mean())
+    for _ in range(300):
+        diayn.train_external_model(model, optimizer, obs, actions, targets, epochs=1, batch_size=64)
+    relearned, error_relearned = distribution()
+    # a learned model's small errors differ by chance between skills, so neither end is uniform, but no
+    # skill comes near the cap
+    assert before.max() < 0.55 and relearned.max() < 0.55
+    assert after.argmax() == 2 and after[2] > 0.6 and error_after[2] > 100 * error_relearned[2]
+
+
 def test_state_sampler_vae_learns_minigrid_observations_and_samples_valid_views():
     torch.manual_seed(0)
     env = OneHotFlatObs(gym.make(resolve_env_id("ColorDoorKey-6x6")))
@@ -206,6 +243,7 @@ DIAYN = ["--num-skills", "5", "--skill-warmstart", "512"]
     ("algos/ppo_poi_diayn.py", DIAYN, DIAYN_METRICS | {"diayn/vae_loss"}),
     ("algos/ppo_poi_diayn.py", [*DIAYN, "--state-sampler", "rollouts", "--interest-field", "ensemble", "--disc-input", "xy"],
      DIAYN_METRICS),
+    ("algos/ppo_poi_diayn.py", [*DIAYN, "--state-sampler", "rollouts", "--skill-interest", "error"], DIAYN_METRICS),
     ("algos/ppo_poi_emb.py", [], EMB_METRICS),
     ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "3"], EMB_METRICS),
 ])  # fmt: skip
@@ -225,6 +263,7 @@ def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script, f
     ("algos/ppo_poi_diayn.py", ["--num-skills", "1"]),
     ("algos/ppo_poi_diayn.py", ["--uniform-prior-weight", "1.5"]),
     ("algos/ppo_poi_diayn.py", ["--disc-input", "xy"]),  # the VAE's samples have no cell
+    ("algos/ppo_poi_diayn.py", ["--skill-interest", "error"]),  # nor targets
     ("algos/ppo_poi_emb.py", ["--emb-size", "0"]),
     ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "1"]),
 ])  # fmt: skip
