@@ -5,9 +5,11 @@ and how distinct the skills are.
 
 Per run and window: the mean over iterations of the largest skill probability (uniform: 1/8)
 and of the distribution's KL divergence from the uniform (`skills/prob_<k>`), and the share of
-drawn skills that went to the skill of highest interest (`poi/skill_<k>`, `skills/frequency_<k>`).
+drawn skills that went to the skill of highest interest when the rollout began (`poi/skill_<k>` of the
+previous iteration, `skills/frequency_<k>`).
 Then the skills' interest (`poi/skill_<k>`): its mean over the skills, and the top skill's over
-that mean, over 300k-400k and 450k-550k. Then the discriminator's accuracy on fresh skills
+that mean, over 300k-400k and 450k-550k. Then whether the skill of highest interest stays so
+from one iteration to the next (100k-800k). Then the discriminator's accuracy on fresh skills
 (`diayn/disc_accuracy_fresh`): its mean over 350k-400k and 750k-800k, and the first step after
 20k where its moving mean over 10 rollouts reaches twice chance.
 """
@@ -38,7 +40,8 @@ def skill_choice(scalars: dict) -> list[str]:
     _, poi = per_iteration(scalars, "poi/skill_")
     _, freq = per_iteration(scalars, "skills/frequency_")
     kl = (probs * np.log(np.clip(probs * probs.shape[1], 1e-12, None))).sum(1)
-    top_share = freq[np.arange(len(freq)), poi.argmax(1)]
+    # a rollout draws its skills from the distribution the previous iteration's interest gave
+    top_share = np.r_[np.nan, freq[np.arange(1, len(freq)), poi[:-1].argmax(1)]]
     cells = []
     for a, b in WINDOWS:
         w = (steps >= a) & (steps < b)
@@ -51,6 +54,21 @@ def skill_interest(scalars: dict) -> list[str]:
     steps, poi = per_iteration(scalars, "poi/skill_")
     windows = [(steps >= a) & (steps < b) for a, b in ((300_000, 400_000), (450_000, 550_000))]
     return [f"{poi[w].mean():.3g}" for w in windows] + [f"{(poi[w].max(1) / poi[w].mean(1)).mean():.2f}" for w in windows]
+
+
+def interest_persistence(scalars: dict) -> list[str]:
+    """After the warm start (100k-800k): how often the top-interest skill is the previous iteration's
+    (chance 1/K), and the correlation over skills of the log interest of consecutive iterations and of
+    iterations 10 apart: near chance and 0, the skills' interest is a new draw at every rollout."""
+    steps, poi = per_iteration(scalars, "poi/skill_")
+    log_poi, top = np.log(poi[steps >= 100_000]), poi[steps >= 100_000].argmax(1)
+
+    def correlation(lag: int) -> float:  # over the pairs where both iterations' interest varies between skills
+        varies = log_poi.std(1) > 0
+        pairs = [i for i in range(len(log_poi) - lag) if varies[i] and varies[i + lag]]
+        return float(np.mean([np.corrcoef(log_poi[i], log_poi[i + lag])[0, 1] for i in pairs]))
+
+    return [f"{(top[1:] == top[:-1]).mean():.2f}", f"{correlation(1):.2f}", f"{correlation(10):.2f}"]
 
 
 def distinct_skills(scalars: dict) -> list[str]:
@@ -67,6 +85,8 @@ def distinct_skills(scalars: dict) -> list[str]:
 TABLES = [
     (" | ".join(f"{a // 1000}k-{b // 1000}k: max prob, KL, share to the top-POI skill" for a, b in WINDOWS), skill_choice),
     ("mean skill POI 300k-400k | 450k-550k | top skill's POI / mean, 300k-400k | 450k-550k", skill_interest),
+    ("top skill as the iteration before | interest's correlation with the iteration before | 10 before",
+     interest_persistence),
     ("fresh accuracy 350k-400k | 750k-800k | twice chance first reached at", distinct_skills),
 ]
 
