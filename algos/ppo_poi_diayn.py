@@ -663,9 +663,12 @@ def train_vae(vae, optimizer, obs, batch_size):
 
 @torch.no_grad()
 def prediction_errors(model, obs, actions, targets):
-    """The external model's loss on each transition, dropout off, the members' mean (--skill-interest error)."""
+    """The external model's squared error on each transition (its loss, or with --model-gaussian its mean's:
+    the NLL can be negative, and the skill weights take its log), dropout off, the members' mean
+    (--skill-interest error)."""
     model.eval()
-    return model.per_sample_loss(obs, actions, targets).mean(0)
+    mean, _ = model(obs, actions)
+    return ((mean - targets) ** 2).mean(-1).mean(0)
 
 
 def skill_distribution(labels, poi, num_skills, uniform_weight, temperature):

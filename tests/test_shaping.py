@@ -179,6 +179,24 @@ def test_the_error_interest_moves_the_distribution_to_the_changed_skill_and_back
     assert after.argmax() == 2 and after[2] > 0.6 and error_after[2] > 100 * error_relearned[2]
 
 
+def test_the_error_interest_of_a_gaussian_model_is_its_mean_s_squared_error():
+    """The skill weights take the log of the interest: with --model-gaussian the loss (a beta-NLL)
+    turns negative once the std is small, the mean's squared error does not."""
+    torch.manual_seed(0)
+    obs, actions, targets = (torch.rand(32, 16) < 0.5).float(), torch.zeros(32, dtype=torch.long), torch.rand(32, 1)
+    model = diayn.ExternalModel(16, 3, "key_distance", hidden_sizes=(8,), gaussian=True, nll_beta=0.0, num_members=2)
+    with torch.no_grad():
+        model.log_std.bias.fill_(-4.0)
+        model.log_std.weight.zero_()
+        model.mean.bias.copy_(targets.mean().expand_as(model.mean.bias))
+    model.eval()
+    assert (model.per_sample_loss(obs, actions, targets) < 0).any()
+    mean, _ = model(obs, actions)
+    expected = ((mean - targets) ** 2).squeeze(-1).mean(0)
+    torch.testing.assert_close(diayn.prediction_errors(model, obs, actions, targets), expected)
+    assert (expected >= 0).all()
+
+
 def test_state_sampler_vae_learns_minigrid_observations_and_samples_valid_views():
     torch.manual_seed(0)
     env = OneHotFlatObs(gym.make(resolve_env_id("ColorDoorKey-6x6")))
@@ -243,7 +261,8 @@ DIAYN = ["--num-skills", "5", "--skill-warmstart", "512"]
     ("algos/ppo_poi_diayn.py", DIAYN, DIAYN_METRICS | {"diayn/vae_loss"}),
     ("algos/ppo_poi_diayn.py", [*DIAYN, "--state-sampler", "rollouts", "--interest-field", "ensemble", "--disc-input", "xy"],
      DIAYN_METRICS),
-    ("algos/ppo_poi_diayn.py", [*DIAYN, "--state-sampler", "rollouts", "--skill-interest", "error"], DIAYN_METRICS),
+    ("algos/ppo_poi_diayn.py", [*DIAYN, "--state-sampler", "rollouts", "--skill-interest", "error", "--model-gaussian"],
+     DIAYN_METRICS),
     ("algos/ppo_poi_emb.py", [], EMB_METRICS),
     ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "3"], EMB_METRICS),
 ])  # fmt: skip
