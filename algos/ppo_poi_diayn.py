@@ -162,7 +162,7 @@ class Args:
     skill_states: int = 512
     """states sampled and scored by their interest to weigh the skills (once per rollout)"""
     skill_interest: Literal["poi", "error"] = "poi"
-    """the interest of a skill's states: the interest field's POI, or the external model's error on the rollout's
+    """the interest of a skill's states: the interest field's POI, or the external model's squared error on the rollout's
     transitions before it trains on them (sees what a change alters; needs --state-sampler rollouts)"""
     disc_input: Literal["view", "xy"] = "view"
     """what the discriminator q(z|s) sees of a state: the one-hot view (EMMA), or the agent's cell, x and y one-hot (DIAYN's x-y prior; ColorDoorKey, --state-sampler rollouts)"""
