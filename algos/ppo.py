@@ -28,6 +28,7 @@ from common.runs import (
 )
 from envs import (
     BatchedColorDoorKey, OneHotFlatObs, check_phase_schedule, is_color_door_key, key_colors, resolve_env_id,
+    view_columns,
 )
 
 
@@ -217,19 +218,37 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
+def keep_columns(layer, columns):
+    """`layer`, an initialised first layer, with the weights of only the input `columns` (None: all).
+    Fed `x[..., columns]`, it computes what it did on `x` where the other columns of `x` are always
+    zero (`envs.view_columns`: ColorDoorKey's views can set 637 of their 980 one-hot columns): their
+    weights never act and never get a gradient, so the outputs, the gradients and the training stay
+    the same, in two thirds of the first layer's operations."""
+    if columns is not None:
+        layer.weight = nn.Parameter(layer.weight.detach()[:, columns].clone())
+        layer.in_features = len(columns)
+    return layer
+
+
+def select_columns(x, columns):
+    """`x[..., columns]` (None: `x`), by index_select, several times faster than advanced indexing on the CPU."""
+    return x if columns is None else x.index_select(-1, columns)
+
+
 class Agent(nn.Module):
-    def __init__(self, obs_dim, num_actions, bf16=False):
+    def __init__(self, obs_dim, num_actions, bf16=False, columns=None):
         super().__init__()
         self.bf16 = bf16
+        self.register_buffer("columns", None if columns is None else torch.as_tensor(columns))  # see keep_columns
         self.critic = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 256)),
+            keep_columns(layer_init(nn.Linear(obs_dim, 256)), columns),
             nn.Tanh(),
             layer_init(nn.Linear(256, 64)),
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
         self.actor = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 256)),
+            keep_columns(layer_init(nn.Linear(obs_dim, 256)), columns),
             nn.Tanh(),
             layer_init(nn.Linear(256, 64)),
             nn.Tanh(),
@@ -243,15 +262,15 @@ class Agent(nn.Module):
 
     def act(self, x, noise):
         """The action for `x` under Gumbel `noise`, a sample of the policy (zeros: the likeliest); --save-model exports it."""
-        return (self.actor(x) + noise).argmax(-1)
+        return (self.actor(select_columns(x, self.columns)) + noise).argmax(-1)
 
     def get_value(self, x):
         with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
-            return self.critic(x).float()
+            return self.critic(select_columns(x, self.columns)).float()
 
     def get_action_and_value(self, x, action=None):
         with torch.autocast(x.device.type, torch.bfloat16, enabled=self.amp()):
-            logits = self.actor(x).float()
+            logits = self.actor(select_columns(x, self.columns)).float()
         probs = Categorical(logits=logits)
         if action is None:
             action = probs.sample()
@@ -270,22 +289,28 @@ class ExternalModel(nn.Module):
     LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
     def __init__(self, obs_dim, num_actions, target="forward", hidden_sizes=(256, 256), dropout=0.1,
-                 gaussian=False, nll_beta=0.5):
+                 gaussian=False, nll_beta=0.5, columns=None):
         super().__init__()
+        columns = None if columns is None else [int(c) for c in columns]
         self.config = dict(obs_dim=obs_dim, num_actions=num_actions, target=target, hidden_sizes=tuple(hidden_sizes),
-                           dropout=dropout, gaussian=gaussian, nll_beta=nll_beta)
+                           dropout=dropout, gaussian=gaussian, nll_beta=nll_beta, columns=columns)
         self.num_actions, self.target, self.nll_beta = num_actions, target, nll_beta
+        self.register_buffer("columns", None if columns is None else torch.tensor(columns))  # see keep_columns
         in_dim = obs_dim + (num_actions if target == "forward" else 0)
         out_dim = obs_dim if target == "forward" else 1
         layers = []
         for size in hidden_sizes:
             layers += [nn.Linear(in_dim, size), nn.ReLU(), nn.Dropout(dropout)]
             in_dim = size
+        if columns is not None:  # the one-hot action's columns all count
+            keep_columns(layers[0], columns + list(range(obs_dim, layers[0].in_features)))
         self.body = nn.Sequential(*layers)
         self.mean = nn.Linear(in_dim, out_dim)
         self.log_std = nn.Linear(in_dim, out_dim) if gaussian else None
 
     def inputs(self, obs, actions):
+        """What the first layer reads: the observation's `columns` (and the one-hot action of a forward model)."""
+        obs = select_columns(obs, self.columns)
         if self.target != "forward":
             return obs
         return torch.cat([obs, torch.eye(self.num_actions, device=obs.device)[actions.long()]], dim=-1)
@@ -461,11 +486,12 @@ if __name__ == "__main__":
         envs.call("set_correct_key_color", phase_colors[0])
     info_keys = () if args.model_target == "forward" else (args.model_target,)
 
-    agent = Agent(obs_dim, num_actions, args.bf16).to(device)
+    columns = view_columns(env_id)  # the view's columns ColorDoorKey can set: see keep_columns
+    agent = Agent(obs_dim, num_actions, args.bf16, columns=columns).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     model = ExternalModel(
         obs_dim, num_actions, args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian,
-        args.model_nll_beta,
+        args.model_nll_beta, columns=columns,
     )
     model = model.to(device)
     model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)

@@ -28,7 +28,7 @@ import numpy as np
 
 from common.heldout import random_policy_transitions
 from common.tb import read_scalars
-from envs import BatchedColorDoorKey, OneHotFlatObs, is_color_door_key, resolve_env_id
+from envs import BatchedColorDoorKey, OneHotFlatObs, is_color_door_key, resolve_env_id, view_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,23 +107,26 @@ def profile(algo: str, env: str, total_timesteps: int, extra: list[str]) -> None
             print(f"| {label} | {seconds:.2f} | {seconds / script:.0%} |")
 
 
-def update_table(algos: list[str], batch: int, rounds: int, reps: int = 50) -> None:
-    """Milliseconds of one PPO minibatch update of each file's `Agent` (980-wide views with ~15% ones,
-    7 actions, a PPO-shaped loss, backward, gradient clipping, Adam), per optimiser path and precision."""
+def update_table(algos: list[str], batch: int, rounds: int, reps: int = 50, env_id: str = "ColorDoorKey-8x8-v0") -> None:
+    """Milliseconds of one PPO minibatch update of each file's `Agent` (random-policy views of `env_id`,
+    7 actions, a PPO-shaped loss, backward, gradient clipping, Adam), per optimiser path and precision,
+    on the view's columns `env_id` can set (as the files run) and on all 980 (as before `keep_columns`)."""
     import torch
 
     torch.set_num_threads(1)
+    views = torch.tensor(random_policy_transitions(OneHotFlatObs(gym.make(env_id)), 2048, seed=0)["obs"])
     print(f"\none PPO minibatch update, batch {batch}, one thread, median of {rounds} x {reps} updates (ms)\n")
-    print("| file | Adam, float32 | fused Adam, float32 | fused Adam, --bf16 |\n|-|-|-|-|")
+    print("| file | float32, 980 columns | float32, view columns | --bf16, 980 columns | --bf16, view columns |\n"
+          "|-|-|-|-|-|")  # fmt: skip
     for algo in algos:
         module = importlib.import_module(f"algos.{algo}")
         generator = torch.Generator().manual_seed(0)
-        x = (torch.rand(batch, 980, generator=generator) < 0.15).float()
+        x = views[torch.randint(len(views), (batch,), generator=generator)]
         actions = torch.randint(7, (batch,), generator=generator)
         cells = []
-        for fused, bf16 in ((False, False), (True, False), (True, True)):
-            agent = module.Agent(980, 7, bf16=bf16)
-            optimizer = torch.optim.Adam(agent.parameters(), lr=5e-4, eps=1e-5, fused=fused)
+        for bf16, columns in ((False, None), (False, view_columns(env_id)), (True, None), (True, view_columns(env_id))):
+            agent = module.Agent(980, 7, bf16=bf16, columns=columns)
+            optimizer = torch.optim.Adam(agent.parameters(), lr=5e-4, eps=1e-5, fused=True)
 
             def update():
                 _, logprob, entropy, *values = agent.get_action_and_value(x, actions)
@@ -172,7 +175,8 @@ def poi_measurements(algo: str, env_id: str, model_target: str, num_steps: int, 
     targets = module.model_targets(model_target, obs, torch.tensor(data["next_obs"]), torch.tensor(data["key_distance"]))
     model_kwargs, poi_kwargs = POI_FIELDS[algo]
     hidden_sizes = (300, 100, 300) if model_target == "forward" else (100, 10)
-    model = module.ExternalModel(obs.shape[1], int(env.action_space.n), model_target, hidden_sizes, 0.5, **model_kwargs)
+    model = module.ExternalModel(obs.shape[1], int(env.action_space.n), model_target, hidden_sizes, 0.5, **model_kwargs,
+                                 columns=view_columns(env_id))  # as the files build it
     module.train_external_model(model, torch.optim.Adam(model.parameters()), obs, actions, targets, 10, 256)
     distinct = len(torch.unique(model.inputs(obs, actions), dim=0))
     module.poi_values(model, obs, actions, **poi_kwargs)  # warm-up
@@ -248,7 +252,7 @@ def main() -> None:
         sys.exit(f"error: {error}")
 
     if args.update:
-        update_table(args.algos, args.update_batch, args.rounds)
+        update_table(args.algos, args.update_batch, args.rounds, env_id=resolve_env_id(args.env))
         return
     if args.poi:
         poi_table(args.algos, env_id, args.poi_steps, args.rounds)

@@ -11,11 +11,11 @@ import inspect
 import gymnasium as gym
 import minigrid  # noqa: F401  (registers the MiniGrid-* ids)
 import numpy as np
-from minigrid.core.constants import COLOR_NAMES
+from minigrid.core.constants import COLOR_NAMES, COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
 
 from envs.batched import BatchedColorDoorKey
 from envs.color_door_key import ColorDoorKeyEnv, check_color, check_correct
-from envs.views import NUM_CHANNELS, flat_to_image, key_distance, one_hot_view, target_changed
+from envs.views import CHANNEL_OFFSETS, NUM_CHANNELS, flat_to_image, key_distance, one_hot_view, target_changed
 
 __all__ = [
     "BatchedColorDoorKey",
@@ -32,6 +32,7 @@ __all__ = [
     "one_hot_view",
     "resolve_env_id",
     "target_changed",
+    "view_columns",
 ]
 
 COLOR_DOOR_KEY_SIZES = (6, 8, 16)
@@ -66,6 +67,28 @@ def key_colors(env_id: str) -> tuple[str, ...]:
     spec = gym.spec(env_id)
     default = inspect.signature(ColorDoorKeyEnv).parameters["key_colors"].default
     return tuple(spec.kwargs.get("key_colors", default))
+
+
+def view_columns(env_id: str) -> np.ndarray | None:
+    """The columns of the flat one-hot view (`OneHotFlatObs`) that `env_id` can set to 1; None: all.
+
+    A ColorDoorKey view shows only unseen, empty, wall, door, key and goal cells, in the door's
+    and the keys' colours, grey (walls), green (the goal) and red (MiniGrid encodes unseen and
+    empty cells with colour index 0): with the default red door and red and blue keys, 13 of a
+    cell's 20 channels. Its other columns are zero in every observation.
+    """
+    if not is_color_door_key(env_id):
+        return None
+    kwargs, defaults = gym.spec(env_id).kwargs, inspect.signature(ColorDoorKeyEnv).parameters
+    door_color = kwargs.get("door_color", defaults["door_color"].default)
+    colors = {"red", "grey", "green", door_color, *key_colors(env_id)}
+    channels = sorted(
+        [CHANNEL_OFFSETS[0] + OBJECT_TO_IDX[name] for name in ("unseen", "empty", "wall", "door", "key", "goal")]
+        + [CHANNEL_OFFSETS[1] + COLOR_TO_IDX[name] for name in colors]
+        + [CHANNEL_OFFSETS[2] + index for index in STATE_TO_IDX.values()]
+    )
+    cells = kwargs.get("agent_view_size", 7) ** 2
+    return (np.arange(cells)[:, None] * NUM_CHANNELS + np.array(channels)).ravel()
 
 
 def check_phase_schedule(change_steps: list[int], colors: list[str], total_timesteps: int,

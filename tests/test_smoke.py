@@ -57,7 +57,7 @@ def test_save_model_then_load_and_predict(tmp_path):
     import gymnasium as gym
 
     from algos.ppo import Agent, ExternalModel
-    from envs import OneHotFlatObs
+    from envs import OneHotFlatObs, view_columns
 
     run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "512", "--model-target", "forward",
         "--save-model")  # fmt: skip
@@ -68,8 +68,9 @@ def test_save_model_then_load_and_predict(tmp_path):
     obs = torch.tensor(np.stack([env.reset(seed=s)[0] for s in range(4)]))
     prediction = model.predict(obs, torch.tensor([0, 1, 2, 5]))
     assert prediction.shape == obs.shape and torch.isfinite(prediction).all()
-    agent = Agent(obs.shape[1], 7)
+    agent = Agent(obs.shape[1], 7, columns=view_columns("ColorDoorKey-6x6-v0"))  # the run's first layers
     agent.load_state_dict(torch.load(run_dir / "agent.pt"))
+    assert agent.get_action_and_value(obs)[0].shape == (4,)
 
 
 @pytest.mark.parametrize("target", ["key_distance", "agent_dir"])
