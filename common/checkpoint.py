@@ -75,7 +75,11 @@ def restore_checkpoint(checkpoint: dict, stateful: dict, device) -> dict:
     networks draws from the random states it restores."""
     for name, obj in stateful.items():
         if hasattr(obj, "load_state_dict"):
-            obj.load_state_dict(checkpoint["stateful"][name])
+            try:
+                obj.load_state_dict(checkpoint["stateful"][name])
+            except (KeyError, RuntimeError, ValueError) as error:  # one line, not torch's list of every tensor
+                raise SystemExit(f"error: the checkpoint's {name} does not fit this version of the file (written by "
+                                 f"another?): {str(error).strip().splitlines()[-1].strip()}") from None
         else:
             obj.set_state(checkpoint["stateful"][name])
     random.setstate(checkpoint["rng"]["python"])

@@ -135,3 +135,21 @@ def test_an_env_state_carries_the_worlds_and_leaves_the_vector_env_open():
         action = rng.integers(0, 7, 2)
         a, b = first.step(action), second.step(action)
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+def test_resume_refuses_a_checkpoint_from_another_version_in_one_line(tmp_path):
+    """A checkpoint written before the first layers dropped the view's dead columns: weights of another shape."""
+    import torch
+
+    from algos.ppo import Agent, Args
+    from common.checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
+    from envs import view_columns
+
+    save_checkpoint(tmp_path, Args(), dict(agent=Agent(980, 7)), dict(global_step=0))
+    checkpoint = read_checkpoint(Args(resume=str(tmp_path)))
+    with pytest.raises(SystemExit) as stop:
+        restore_checkpoint(checkpoint, dict(agent=Agent(980, 7, columns=view_columns("ColorDoorKey-6x6-v0"))), "cpu")
+    message = str(stop.value.code)
+    assert message.startswith("error: the checkpoint's agent does not fit") and "\n" not in message
+    assert "size mismatch" in message or "Unexpected key" in message
+    restore_checkpoint(checkpoint, dict(agent=Agent(980, 7)), torch.device("cpu"))  # the same version loads
