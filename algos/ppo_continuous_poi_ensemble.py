@@ -239,6 +239,7 @@ class EnsembleLinear(nn.Module):
 
     def __init__(self, num_members, in_features, out_features):
         super().__init__()
+        self.in_features = in_features
         bound = 1.0 / np.sqrt(in_features)  # nn.Linear's default initialisation, member by member
         self.weight = nn.Parameter(torch.empty(num_members, in_features, out_features).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(num_members, 1, out_features).uniform_(-bound, bound))

@@ -270,7 +270,8 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 def keep_columns(layer, columns):
-    """`layer`, an initialised first layer, with the weights of only the input `columns` (None: all).
+    """`layer`, an initialised first layer (nn.Linear's (out, in) or EnsembleLinear's (members, in, out)
+    weights), with the weights of only the input `columns` (None: all).
     Fed `x[..., columns]`, it computes what it did on `x` where the other columns of `x` are always
     zero (`envs.view_columns`: ColorDoorKey's views can set 637 of their 980 one-hot columns): their
     weights never act and never get a gradient, so the outputs, the gradients and the training stay
@@ -341,6 +342,7 @@ class EnsembleLinear(nn.Module):
 
     def __init__(self, num_members, in_features, out_features):
         super().__init__()
+        self.in_features = in_features
         bound = 1.0 / np.sqrt(in_features)  # nn.Linear's default initialisation, member by member
         self.weight = nn.Parameter(torch.empty(num_members, in_features, out_features).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(num_members, 1, out_features).uniform_(-bound, bound))
@@ -375,13 +377,12 @@ class ExternalModel(nn.Module):
         self.num_members = num_members
         in_dim = obs_dim + (num_actions if target == "forward" else 0)
         out_dim = obs_dim if target == "forward" else 1
+        kept = None if columns is None else columns + list(range(obs_dim, in_dim))  # the action's columns all count
         layers = []
         for size in hidden_sizes:
             layers += [EnsembleLinear(num_members, in_dim, size), nn.ReLU(), nn.Dropout(dropout)]
             in_dim = size
-        if columns is not None:  # keep_columns on (members, in, out) weights; the one-hot action's columns all count
-            kept = columns + list(range(obs_dim, layers[0].weight.shape[1]))
-            layers[0].weight = nn.Parameter(layers[0].weight.detach()[:, kept].clone())
+        keep_columns(layers[0], kept)
         self.body = nn.Sequential(*layers)
         self.mean = EnsembleLinear(num_members, in_dim, out_dim)
         self.log_std = EnsembleLinear(num_members, in_dim, out_dim) if gaussian else None

@@ -251,7 +251,8 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 def keep_columns(layer, columns):
-    """`layer`, an initialised first layer, with the weights of only the input `columns` (None: all).
+    """`layer`, an initialised first layer (nn.Linear's (out, in) or EnsembleLinear's (members, in, out)
+    weights), with the weights of only the input `columns` (None: all).
     Fed `x[..., columns]`, it computes what it did on `x` where the other columns of `x` are always
     zero (`envs.view_columns`: ColorDoorKey's views can set 637 of their 980 one-hot columns): their
     weights never act and never get a gradient, so the outputs, the gradients and the training stay
@@ -357,12 +358,12 @@ class ExternalModel(nn.Module):
         self.register_buffer("columns", None if columns is None else torch.tensor(columns))  # see keep_columns
         in_dim = obs_dim + (num_actions if target == "forward" else 0)
         out_dim = obs_dim if target == "forward" else 1
+        kept = None if columns is None else columns + list(range(obs_dim, in_dim))  # the action's columns all count
         layers = []
         for size in hidden_sizes:
             layers += [nn.Linear(in_dim, size), nn.ReLU(), nn.Dropout(dropout)]
             in_dim = size
-        if columns is not None:  # the one-hot action's columns all count
-            keep_columns(layers[0], columns + list(range(obs_dim, layers[0].in_features)))
+        keep_columns(layers[0], kept)
         self.body = nn.Sequential(*layers)
         self.mean = nn.Linear(in_dim, out_dim)
         self.log_std = nn.Linear(in_dim, out_dim) if gaussian else None
