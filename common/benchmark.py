@@ -6,6 +6,7 @@
     python -m common.benchmark --poi --algos ppo_poi_disagreement ppo_poi_ensemble ppo_poi_grad  # the POI alone
     python -m common.benchmark --algos ppo --vector-envs batched --compare HEAD~1 --variant=--bf16
     python -m common.benchmark --update --algos ppo ppo_poi_ensemble   # one PPO minibatch update, optimiser and precision
+    python -m common.benchmark --flops --algos ppo --vector-envs batched  # a run's matrix products against the core's rate
 
 Rounds interleave the measurements so that load from elsewhere on the machine hits them
 alike; the table gives medians and the ratio of medians.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import math
 import statistics
 import subprocess
@@ -149,6 +151,72 @@ def update_table(algos: list[str], batch: int, rounds: int, reps: int = 50, env_
         print(f"| {algo} | {' | '.join(cells)} |")
 
 
+FLOP_COUNTER = """
+import json, runpy, sys
+from torch.utils.flop_counter import FlopCounterMode
+sys.argv = sys.argv[1:]
+with FlopCounterMode(display=False) as counter:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+print(json.dumps({name: sum(ops.values()) for name, ops in counter.get_flop_counts().items() if "." not in name}))
+"""
+
+
+def product_flops(algo: str, env: str, total_timesteps: int, extra: list[str]) -> dict[str, int]:
+    """Floating-point operations of the matrix products (forward and backward) of one training run,
+    in all (`Global`) and by top-level module class, counted by torch's `FlopCounterMode`."""
+    with tempfile.TemporaryDirectory() as runs_dir:
+        cmd = [sys.executable, "-c", FLOP_COUNTER, str(ROOT / "algos" / f"{algo}.py"), "--env", env,
+               "--total-timesteps", str(total_timesteps), "--runs-dir", runs_dir, *extra]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"{algo} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def product_rate(m: int, k: int, n: int, dtype: str, rounds: int, reps: int = 20) -> float:
+    """GFLOP/s of an (m, k) by (k, n) matrix product on one thread, median of `rounds` x `reps`."""
+    import torch
+
+    torch.set_num_threads(1)
+    a, b = torch.randn(m, k).to(getattr(torch, dtype)), torch.randn(k, n).to(getattr(torch, dtype))
+    for _ in range(3):  # warm-up
+        a @ b
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        times.append((time.perf_counter() - start) / reps)
+    return 2 * m * k * n / statistics.median(times) / 1e9
+
+
+MODULE_NAMES = {"Sequential": "actor and critic"}  # the files' Agent calls its nn.Sequential networks, not itself
+
+
+def flops_table(algos: list[str], env: str, total_timesteps: int, extra: list[str], rounds: int) -> None:
+    """Each file's matrix-product arithmetic in a run, the seconds it needs at the rate one core
+    reaches on the first layer's product (a floor: smaller products run slower), and the run's time
+    (median of `rounds` runs without the counter)."""
+    columns = view_columns(resolve_env_id(env))
+    shape = (256, 980 if columns is None else len(columns), 256)  # a PPO minibatch through a first layer
+    rates = {dtype: product_rate(*shape, dtype, rounds) for dtype in ("float32", "bfloat16")}
+    square = {dtype: product_rate(2048, 2048, 2048, dtype, rounds, reps=3) for dtype in ("float32", "bfloat16")}
+    print(f"\none thread, GFLOP/s of a {' x '.join(map(str, shape))} product: float32 {rates['float32']:.0f}, "
+          f"bfloat16 {rates['bfloat16']:.0f} (2048 x 2048 x 2048: {square['float32']:.0f} and {square['bfloat16']:.0f})")
+    print(f"\n{env}, {total_timesteps:,} steps, flags: {' '.join(extra)}\n")
+    print("| file | GFLOP of matrix products (by module) | s at the float32 rate | s at the bfloat16 rate "
+          "| training s (steps/s) | float32 floor / training |\n|-|-|-|-|-|-|")  # fmt: skip
+    for algo in algos:
+        counts = product_flops(algo, env, total_timesteps, extra)
+        total = counts.pop("Global", 0) / 1e9
+        parts = ", ".join(f"{MODULE_NAMES.get(name, name)} {flops / 1e9:,.0f}"
+                          for name, flops in sorted(counts.items(), key=lambda kv: -kv[1]) if flops >= 5e8)
+        sps = statistics.median(training_sps(algo, env, total_timesteps, extra) for _ in range(rounds))
+        floor = total / rates["float32"]
+        print(f"| {algo} | {total:,.0f} ({parts}) | {floor:.1f} | {total / rates['bfloat16']:.1f} "
+              f"| {total_timesteps / sps:.1f} ({sps:.0f}) | {floor * sps / total_timesteps:.0%} |")
+
+
 UPDATE_FILES = ["ppo", "ppo_poi_replay", "ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress",
                 "ppo_poi_diayn", "ppo_poi_emb"]
 POI_FIELDS = {  # file: (its ExternalModel's extra arguments, its poi_values' extra arguments), the files' defaults
@@ -227,6 +295,8 @@ def main() -> None:
     parser.add_argument("--update-batch", type=int, default=512, help="minibatch size (--update)")
     parser.add_argument("--profile", action="store_true", help="instead: profile each algorithm once (cProfile)")
     parser.add_argument("--poi", action="store_true", help=f"instead: time the POI computation of {', '.join(POI_FIELDS)}")
+    parser.add_argument("--flops", action="store_true",
+                        help="instead: count each file's matrix-product arithmetic in a run against one core's rate")
     parser.add_argument("--poi-steps", type=int, default=2048, help="transitions the POI is computed on (--poi)")
     args = parser.parse_args()
     try:
@@ -259,6 +329,10 @@ def main() -> None:
         poi_table(args.algos, env_id, args.poi_steps, args.rounds)
         return
     extra = ["--num-envs", str(args.num_envs), *args.extra.split()]
+    if args.flops:
+        for vector_env in args.vector_envs:
+            flops_table(args.algos, args.env, args.total_timesteps, [*extra, "--vector-env", vector_env], args.rounds)
+        return
     if args.profile:
         for algo in args.algos:
             for vector_env in args.vector_envs:

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 from minigrid.core.constants import COLOR_TO_IDX
 
-from envs import BatchedColorDoorKey, OneHotFlatObs, is_color_door_key, target_changed
+from envs import COLOR_TARGETS, BatchedColorDoorKey, OneHotFlatObs, is_color_door_key, target_changed
 
 HELDOUT_SEED = 20_240_700
 """seed of every held-out set: the same layouts and actions for every run, seed and method"""
@@ -36,12 +36,14 @@ def random_policy_transitions(env: gym.Env, num_steps: int, seed: int, info_keys
 
 
 def random_policy_layouts(env_id: str, num_layouts: int, episode_steps: int, seed: int, correct_key_color: str | None,
-                          info_keys: tuple[str, ...] = ()) -> dict:  # fmt: skip
+                          info_keys: tuple[str, ...] = (), keep=None) -> dict:  # fmt: skip
     """`num_layouts` worlds (seeded `seed + i`), each rolled by a uniformly random policy for
     `episode_steps` steps, its episode cut there (a world that reaches the goal earlier goes
     on in a new layout). Returns `obs`, `actions`, `next_obs` (true next observations) and the
-    `info_keys` values of `obs`, in (step, world) order flattened. ColorDoorKey runs as the
-    batched env (step-equal to the MiniGrid one), other MiniGrid ids as a SyncVectorEnv."""
+    `info_keys` values of `obs`, in (step, world) order flattened; with `keep`, only the
+    transitions where `keep(obs, actions)` (a mask over the worlds, each step) holds.
+    ColorDoorKey runs as the batched env (step-equal to the MiniGrid one), other MiniGrid ids
+    as a SyncVectorEnv."""
     kwargs = dict(gym.spec(env_id).kwargs, max_steps=episode_steps)
     if is_color_door_key(env_id):
         envs = BatchedColorDoorKey(num_layouts, **(kwargs | {"correct_key_color": correct_key_color}))
@@ -53,15 +55,16 @@ def random_policy_layouts(env_id: str, num_layouts: int, episode_steps: int, see
     rows = {"obs": [], "actions": [], "next_obs": []} | {key: [] for key in info_keys}
     for _ in range(episode_steps):
         actions = rng.integers(envs.single_action_space.n, size=num_layouts)
+        kept = slice(None) if keep is None else keep(obs, actions)
         next_obs, _, terminated, truncated, next_info = envs.step(actions)
         real_next_obs = next_obs.copy()
         for i in np.flatnonzero(terminated | truncated):
             real_next_obs[i] = next_info["final_obs"][i]
-        rows["obs"].append(obs)
-        rows["actions"].append(actions)
-        rows["next_obs"].append(real_next_obs)
+        rows["obs"].append(obs[kept])
+        rows["actions"].append(actions[kept])
+        rows["next_obs"].append(real_next_obs[kept])
         for key in info_keys:
-            rows[key].append(info[key])
+            rows[key].append(info[key][kept])
         obs, info = next_obs, next_info
     envs.close()
     return {key: np.concatenate(value) for key, value in rows.items()}
@@ -95,23 +98,22 @@ def heldout_set(env_id: str, colors: list[str], phase: int, target: str, num_ste
     correct colour moves the target (`envs.target_changed`): those of `all`, topped up from
     further layouts until there are `min_changed` (the forward model's, toggling a locked door
     with a key, are about 1 in 1,000 random steps on 6x6) or 100 times `num_steps` were
-    rolled. Empty without phases.
+    rolled. Empty without a change of colour or for a target it cannot move (`agent_dir`).
     """
     info_keys = () if target == "forward" else (target,)
     color = colors[phase] if colors else None
     num_layouts = math.ceil(num_steps / episode_steps)
     full = random_policy_layouts(env_id, num_layouts, episode_steps, seed, color, info_keys)
-    if len(colors) < 2:
-        return full, {key: value[:0] for key, value in full.items()}
+    if len(colors) < 2 or neighbour_color(colors, phase) == color or target not in COLOR_TARGETS:
+        return full, {key: value[:0] for key, value in full.items()}  # no change, or none that moves the target
     other = COLOR_TO_IDX[neighbour_color(colors, phase)]
 
-    def changed_part(data):
-        mask = target_changed(target, data["obs"], data["actions"], other, COLOR_TO_IDX[color])
-        return {key: value[mask] for key, value in data.items()}
+    def changed(obs, actions):
+        return target_changed(target, obs, actions, other, COLOR_TO_IDX[color])
 
-    parts, first_world = [changed_part(full)], seed + num_layouts
+    mask = changed(full["obs"], full["actions"])
+    parts, first_world = [{key: value[mask] for key, value in full.items()}], seed + num_layouts
     while sum(len(part["obs"]) for part in parts) < min_changed and first_world - seed < 100 * num_layouts:
-        more = random_policy_layouts(env_id, num_layouts, episode_steps, first_world, color, info_keys)
-        parts.append(changed_part(more))
+        parts.append(random_policy_layouts(env_id, num_layouts, episode_steps, first_world, color, info_keys, changed))
         first_world += num_layouts
     return full, {key: np.concatenate([part[key] for part in parts]) for key in full}

@@ -15,11 +15,20 @@ from minigrid.core.constants import COLOR_NAMES, COLOR_TO_IDX, OBJECT_TO_IDX, ST
 
 from envs.batched import BatchedColorDoorKey
 from envs.color_door_key import ColorDoorKeyEnv, check_color, check_correct
-from envs.views import CHANNEL_OFFSETS, NUM_CHANNELS, flat_to_image, key_distance, one_hot_view, target_changed
+from envs.views import (
+    CHANNEL_OFFSETS,
+    COLOR_TARGETS,
+    NUM_CHANNELS,
+    flat_to_image,
+    key_distance,
+    one_hot_view,
+    target_changed,
+)
 
 __all__ = [
     "BatchedColorDoorKey",
     "COLOR_NAMES",
+    "COLOR_TARGETS",
     "ColorDoorKeyEnv",
     "OneHotFlatObs",
     "check_color",

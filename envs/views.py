@@ -40,6 +40,9 @@ def key_distance(image: np.ndarray, color_idx) -> float | np.ndarray:
 TOGGLE = 5
 """MiniGrid's toggle action"""
 
+COLOR_TARGETS = ("key_distance", "forward")
+"""the model targets a change of the correct key colour can move (`target_changed`)"""
+
 
 def flat_to_image(obs: np.ndarray) -> np.ndarray:
     """Flat one-hot views (..., 980) back to encoded views (..., 7, 7, [object, colour, state])."""
@@ -57,12 +60,16 @@ def target_changed(target: str, obs: np.ndarray, actions: np.ndarray, old_color:
     it, the other does not); no other outcome depends on the correct colour.
     Any other target (`agent_dir`): none.
     """
-    if old_color == new_color or target not in ("key_distance", "forward"):
-        return np.zeros(len(obs), dtype=bool)
-    image = flat_to_image(obs)
+    changed = np.zeros(len(obs), dtype=bool)
+    if old_color == new_color or target not in COLOR_TARGETS:
+        return changed
     if target == "key_distance":
+        image = flat_to_image(obs)
         return key_distance(image, np.full(len(obs), old_color)) != key_distance(image, np.full(len(obs), new_color))
+    toggles = np.flatnonzero(np.asarray(actions) == TOGGLE)  # only these can differ: decode just their views
+    image = flat_to_image(obs[toggles])
     carried, front = image[:, 3, 6], image[:, 3, 5]  # the agent's cell shows what it carries
     locked_door = (front[:, 0] == OBJECT_TO_IDX["door"]) & (front[:, 2] == STATE_TO_IDX["locked"])
     key = (carried[:, 0] == OBJECT_TO_IDX["key"]) & np.isin(carried[:, 1], (old_color, new_color))
-    return (np.asarray(actions) == TOGGLE) & locked_door & key
+    changed[toggles] = locked_door & key
+    return changed

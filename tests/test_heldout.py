@@ -135,3 +135,23 @@ def test_random_policy_layouts_chain_each_world_episode():
     obs, next_obs = data["obs"].reshape(30, 8, -1), data["next_obs"].reshape(30, 8, -1)
     np.testing.assert_array_equal(next_obs[:-1], obs[1:])  # one episode per world: each step leads to the next
     assert (data["actions"].reshape(30, 8) != data["actions"].reshape(30, 8)[:, :1]).any()
+
+
+def test_random_policy_layouts_keep_selects_each_step_what_filtering_the_whole_rollout_would():
+    def keep(obs, actions):
+        return target_changed("key_distance", obs, actions, RED, BLUE) | (actions == 5)
+
+    args = ("ColorDoorKey-8x8-v0", 8, 40, 3, "red", ("key_distance",))
+    full, kept = random_policy_layouts(*args), random_policy_layouts(*args, keep=keep)
+    mask = keep(full["obs"], full["actions"])
+    assert 0 < mask.sum() < len(mask)
+    for key in full:
+        np.testing.assert_array_equal(kept[key], full[key][mask])
+
+
+def test_no_changed_set_where_the_colour_cannot_move_the_target():
+    for target, colors in [("agent_dir", ["red", "blue"]), ("key_distance", ["red", "red"]), ("forward", ["blue"])]:
+        full, changed = heldout_set("ColorDoorKey-6x6-v0", colors, 0, target, num_steps=400, episode_steps=40,
+                                    min_changed=50)  # fmt: skip
+        assert len(full["obs"]) == 400 and len(changed["obs"]) == 0 and changed.keys() == full.keys()
+        assert all(changed[key].shape[1:] == full[key].shape[1:] for key in full)

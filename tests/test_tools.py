@@ -1,4 +1,4 @@
-"""The tools around runs: learning summaries, running statistics, run helpers, the POI benchmark."""
+"""The tools around runs: learning summaries, running statistics, run helpers, the POI and FLOP benchmarks."""
 
 import math
 import subprocess
@@ -126,3 +126,30 @@ def test_a_change_after_the_last_evaluation_is_summarised_without_a_peak(tmp_pat
     writer.close()
     row = summarize(tmp_path / "run", threshold=0.8, window=3, tail=2)
     assert row["solved_phase0"] == 300 and row["eval_before_change"] == 2.0 and math.isnan(row["eval_peak_after"])
+
+
+def test_benchmark_counts_a_runs_matrix_products_as_worked_by_hand():
+    from common.benchmark import product_flops
+    from envs import view_columns
+
+    # one iteration of 2 envs x 4 steps, one minibatch of all 8 rows, one epoch; no episode ends
+    flags = ["--num-envs", "2", "--num-steps", "4", "--num-minibatches", "1", "--update-epochs", "1",
+             "--model-target", "key_distance", "--vector-env", "batched"]  # fmt: skip
+    counts = product_flops("ppo", "ColorDoorKey-6x6", 8, flags)
+    columns = len(view_columns(resolve_env_id("ColorDoorKey-6x6")))
+
+    # the agent: multiply-adds of one row through the actor and the critic
+    hidden = 256 * 64
+    actor, critic = columns * 256 + hidden + 64 * 7, columns * 256 + hidden + 64
+    rollout = 8 * (actor + critic) + 2 * critic  # 4 steps of 2 rows, then the bootstrap value of the last observations
+    forward = 8 * (actor + critic)  # the minibatch
+    backward = forward + 8 * (hidden + 64 * 7) + 8 * (hidden + 64)  # the weights' gradients, and the inputs' of
+    # every layer but the first (the observations need none)
+    assert counts["Sequential"] == 2 * (rollout + forward + backward)
+
+    # the external model (columns-256-256-1): one minibatch of the 8 transitions, then the held-out set's distinct views
+    row = columns * 256 + 256 * 256 + 256
+    training = 8 * row + 8 * row + 8 * (256 * 256 + 256)
+    evaluation = counts["ExternalModel"] / 2 - training
+    assert evaluation > 0 and evaluation % row == 0
+    assert counts["Global"] == counts["Sequential"] + counts["ExternalModel"]
