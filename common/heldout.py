@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 from minigrid.core.constants import COLOR_TO_IDX
 
-from envs import COLOR_TARGETS, BatchedColorDoorKey, OneHotFlatObs, is_color_door_key, target_changed
+from envs import BatchedColorDoorKey, OneHotFlatObs, color_moves, is_color_door_key, target_changed
 
 HELDOUT_SEED = 20_240_700
 """seed of every held-out set: the same layouts and actions for every run, seed and method"""
@@ -104,9 +104,9 @@ def heldout_set(env_id: str, colors: list[str], phase: int, target: str, num_ste
     color = colors[phase] if colors else None
     num_layouts = math.ceil(num_steps / episode_steps)
     full = random_policy_layouts(env_id, num_layouts, episode_steps, seed, color, info_keys)
-    if len(colors) < 2 or neighbour_color(colors, phase) == color or target not in COLOR_TARGETS:
+    other = COLOR_TO_IDX[neighbour_color(colors, phase)] if len(colors) > 1 else None
+    if other is None or not color_moves(target, other, COLOR_TO_IDX[color]):
         return full, {key: value[:0] for key, value in full.items()}  # no change, or none that moves the target
-    other = COLOR_TO_IDX[neighbour_color(colors, phase)]
 
     def changed(obs, actions):
         return target_changed(target, obs, actions, other, COLOR_TO_IDX[color])

@@ -17,8 +17,8 @@ from envs.batched import BatchedColorDoorKey
 from envs.color_door_key import ColorDoorKeyEnv, check_color, check_correct
 from envs.views import (
     CHANNEL_OFFSETS,
-    COLOR_TARGETS,
     NUM_CHANNELS,
+    color_moves,
     flat_to_image,
     key_distance,
     one_hot_view,
@@ -28,11 +28,11 @@ from envs.views import (
 __all__ = [
     "BatchedColorDoorKey",
     "COLOR_NAMES",
-    "COLOR_TARGETS",
     "ColorDoorKeyEnv",
     "OneHotFlatObs",
     "check_color",
     "check_phase_schedule",
+    "color_moves",
     "flat_to_image",
     "is_color_door_key",
     "key_colors",

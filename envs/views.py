@@ -40,8 +40,11 @@ def key_distance(image: np.ndarray, color_idx) -> float | np.ndarray:
 TOGGLE = 5
 """MiniGrid's toggle action"""
 
-COLOR_TARGETS = ("key_distance", "forward")
-"""the model targets a change of the correct key colour can move (`target_changed`)"""
+
+def color_moves(target: str, old_color: int, new_color: int) -> bool:
+    """Whether a change of the correct key colour from `old_color` to `new_color` can move `target`
+    at all: whether `target_changed` can mark any transition."""
+    return old_color != new_color and target in ("key_distance", "forward")
 
 
 def flat_to_image(obs: np.ndarray) -> np.ndarray:
@@ -61,7 +64,7 @@ def target_changed(target: str, obs: np.ndarray, actions: np.ndarray, old_color:
     Any other target (`agent_dir`): none.
     """
     changed = np.zeros(len(obs), dtype=bool)
-    if old_color == new_color or target not in COLOR_TARGETS:
+    if not color_moves(target, old_color, new_color):
         return changed
     if target == "key_distance":
         image = flat_to_image(obs)
