@@ -135,6 +135,11 @@ class Args:
     """steps of each held-out layout's random episode: eval-steps / eval-episode-steps layouts"""
     eval_changed_min: int = 256
     """at least this many transitions whose target a colour change alters, in each phase's changed set"""
+    model_data: Literal["rollout", "uniform"] = "rollout"
+    """rollout: the model trains on each rollout's transitions; uniform: on as many minibatches drawn uniformly from a
+    buffer of the most recent --replay-size transitions (`ppo_poi_replay --model-data uniform`'s training)"""
+    replay_size: int = 32768
+    """transitions the buffer of --model-data uniform holds (the most recent; 16 rollouts at the default sizes)"""
 
     # POI arguments
     interest: Literal["auto", "error", "progress", "noise"] = "auto"
@@ -191,6 +196,7 @@ def check_args(args: Args) -> None:
         check_range(args, name, 0.0)
     check_range(args, "int_gamma", 0.0, 1.0, low_open=True)
     check_range(args, "eval_changed_min", 0)
+    check_range(args, "replay_size", 1)
     if not args.model_hidden_sizes or min(args.model_hidden_sizes) <= 0:
         raise ValueError(f"--model-hidden-sizes must be positive sizes, got {args.model_hidden_sizes}")
     if not 0.0 <= args.model_dropout < 1.0:
@@ -204,6 +210,8 @@ def check_args(args: Args) -> None:
             f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}"
         )
     args.minibatch_size = args.batch_size // args.num_minibatches
+    if args.model_data == "uniform" and args.replay_size < args.batch_size:
+        raise ValueError(f"--replay-size={args.replay_size} must hold at least one rollout ({args.batch_size} transitions)")
     args.num_iterations = args.total_timesteps // args.batch_size
     if args.num_iterations == 0:
         raise ValueError(f"--total-timesteps={args.total_timesteps} is smaller than one batch ({args.batch_size})")
@@ -427,6 +435,59 @@ def train_external_model(model, optimizer, obs, actions, targets, epochs, batch_
     return float(np.mean(losses))
 
 
+class ReplayBuffer:
+    """The most recent `size` transitions (views stored as bytes) for the external model, each
+    with a priority: the model's loss on it when last trained on, the largest so far for a new
+    one (Schaul et al. 2016's proportional prioritised replay)."""
+
+    def __init__(self, size, obs_dim, target_dim, device):
+        self.obs = torch.zeros((size, obs_dim), dtype=torch.uint8, device=device)
+        self.actions = torch.zeros(size, dtype=torch.long, device=device)
+        self.targets = torch.zeros((size, target_dim), device=device)
+        self.priorities = torch.zeros(size, device=device)
+        self.size, self.count, self.next = size, 0, 0
+
+    def add(self, obs, actions, targets):
+        idx = (self.next + torch.arange(len(obs), device=obs.device)) % self.size
+        new_priority = self.priorities[: self.count].max() if self.count else torch.tensor(1.0)
+        self.obs[idx], self.actions[idx], self.targets[idx] = obs.to(torch.uint8), actions, targets
+        self.priorities[idx] = new_priority
+        self.next, self.count = int(idx[-1] + 1) % self.size, min(self.count + len(obs), self.size)
+
+    def sample(self, batch_size, alpha, beta, prioritised):
+        """Indices drawn with replacement, P(i) = p_i^alpha / sum_j p_j^alpha (uniform when not
+        prioritised), and their importance weights (N P(i))^-beta / max_j (N P(j))^-beta."""
+        if not prioritised:
+            return torch.randint(self.count, (batch_size,), device=self.obs.device), torch.ones(batch_size, device=self.obs.device)
+        probs = self.priorities[: self.count] ** alpha
+        probs = probs / probs.sum()
+        idx = torch.multinomial(probs, batch_size, replacement=True)
+        weights = (self.count * probs[idx]) ** -beta
+        return idx, weights / (self.count * probs.min()) ** -beta
+
+    def update(self, idx, losses, floor=1e-6):
+        self.priorities[idx] = losses.detach() + floor  # a transition the model has learned is still drawn, rarely
+
+
+def train_from_replay(model, optimizer, buffer, num_updates, batch_size, alpha, beta, prioritised):
+    """`num_updates` minibatch steps on transitions drawn from the buffer, each loss weighted by
+    its importance weight; the drawn transitions' priorities become their losses. Returns the
+    mean (unweighted) loss of the drawn transitions."""
+    model.train()
+    losses = []
+    for _ in range(num_updates):
+        idx, weights = buffer.sample(batch_size, alpha, beta, prioritised)
+        per_sample = model.per_sample_loss(buffer.obs[idx].float(), buffer.actions[idx], buffer.targets[idx])
+        loss = (weights * per_sample).mean()
+        optimizer.zero_grad()
+        check_finite("external model's loss", loss)
+        loss.backward()
+        optimizer.step()
+        buffer.update(idx, per_sample)
+        losses.append(per_sample.mean().item())
+    return float(np.mean(losses))
+
+
 def heldout_tensors(model, data, target, device):
     """A held-out set (`common.heldout`) as the model's distinct inputs `obs`, `actions` (a random
     policy's 10,240 steps on 6x6 hold about 1,000 distinct views and 4,000 distinct pairs),
@@ -611,6 +672,11 @@ if __name__ == "__main__":
     model = model.to(device)
     model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
     lagged = LaggedModel(model, args.progress_tau)
+    if args.model_data == "uniform":  # the replay file's buffer and training, drawn uniformly
+        replay = ReplayBuffer(args.replay_size, obs_dim, obs_dim if args.model_target == "forward" else 1, device)
+    else:
+        replay = None
+    model_updates = args.model_epochs * -(-args.batch_size // args.model_batch_size)
     noise_generator = torch.Generator(device).manual_seed(args.seed)  # --interest noise draws from it alone
     eval_generator = torch.Generator(device).manual_seed(args.seed + 1)  # logging's own draws: training ignores --eval-every
 
@@ -622,7 +688,7 @@ if __name__ == "__main__":
         return dict(
             iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
             int_reward_scale=int_reward_scale, recent_returns=recent_returns, interest_on=interest_on, lagged=lagged,
-            envs=env_state(envs),
+            replay=replay, envs=env_state(envs),
         )
 
     def heldout_sets(phase):
@@ -663,7 +729,7 @@ if __name__ == "__main__":
             iteration, global_step, phase = state["iteration"], state["global_step"], state["phase"]
             next_obs, next_info = state["next_obs"], state["next_info"]
             int_reward_scale, recent_returns = state["int_reward_scale"], state["recent_returns"]
-            interest_on, lagged = state["interest_on"], state["lagged"]
+            interest_on, lagged, replay = state["interest_on"], state["lagged"], state.get("replay")
         start_step = global_step
         heldout, heldout_changed = heldout_sets(phase)
 
@@ -720,18 +786,18 @@ if __name__ == "__main__":
             interest_on = interest_on or full and float(np.mean(recent_returns)) >= args.int_after_return
             int_weight = args.int_coef if interest_on else 0.0
 
-            # EXTERNAL MODEL LOGIC: train on this rollout's transitions, evaluate on the held-out set
+            # EXTERNAL MODEL LOGIC: train on this rollout's transitions (or from the buffer), evaluate on the held-out set
             b_model_data = obs.reshape(-1, obs_dim), actions.reshape(-1), targets.reshape(-1, targets.shape[-1])
             loss_before = transition_losses(model, *b_model_data) if args.interest == "error" else None
-            model_train_loss = train_external_model(
-                model,
-                model_optimizer,
-                obs.reshape(-1, obs_dim),
-                actions.reshape(-1),
-                targets.reshape(-1, targets.shape[-1]),
-                args.model_epochs,
-                args.model_batch_size,
-            )
+            if replay is None:
+                model_train_loss = train_external_model(
+                    model, model_optimizer, *b_model_data, args.model_epochs, args.model_batch_size
+                )
+            else:
+                replay.add(*b_model_data)
+                model_train_loss = train_from_replay(
+                    model, model_optimizer, replay, model_updates, args.model_batch_size, 0.0, 0.0, prioritised=False
+                )
             writer.add_scalar("external_model/train_loss", model_train_loss, global_step)
             if iteration % args.eval_every == 0 or iteration == args.num_iterations:
                 writer.add_scalar("external_model/eval_loss", eval_external_model(model, **heldout), global_step)

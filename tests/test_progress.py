@@ -107,3 +107,26 @@ def test_the_noise_control_trains_the_same_whatever_the_logging(tmp_path):
         logs.append({k: v for k, v in scalars.items() if k.startswith(("losses/", "poi/mean"))})
     assert logs[0] == logs[1] and {v for _, v in scalars["poi/int_weight"]} == {1.0}
     assert all(0.4 < v < 0.6 for _, v in logs[0]["poi/mean"])  # 256 uniform draws a rollout
+
+
+def test_a_buffer_smaller_than_a_rollout_is_rejected_in_one_line():
+    import tyro
+
+    args = tyro.cli(progress.Args, args=["--model-data", "uniform", "--replay-size", "1000"])
+    with pytest.raises(ValueError, match=r"^--replay-size=1000 must hold at least one rollout \(2048 transitions\)$"):
+        progress.check_args(args)
+    progress.check_args(tyro.cli(progress.Args, args=["--replay-size", "1000"]))  # no buffer: the size is not used
+
+
+def test_the_uniform_buffer_trains_the_model_on_the_last_replay_size_transitions():
+    """--model-data uniform: every minibatch comes from the most recent `size` transitions added."""
+    torch.manual_seed(0)
+    buffer = progress.ReplayBuffer(6, 4, 1, "cpu")
+    for start in (0, 4, 8):  # 12 transitions through 6 slots: 6..11 remain
+        buffer.add(torch.ones(4, 4), torch.arange(start, start + 4), torch.zeros(4, 1))
+    drawn = []
+    model = progress.ExternalModel(4, 12, "key_distance", hidden_sizes=(8,), dropout=0.0)
+    model.per_sample_loss = lambda obs, actions, targets: drawn.extend(actions.tolist()) or torch.ones(len(obs), requires_grad=True)
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
+    progress.train_from_replay(model, optimizer, buffer, 50, 8, 0.0, 0.0, prioritised=False)
+    assert len(drawn) == 400 and set(drawn) == set(range(6, 12))

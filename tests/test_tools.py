@@ -3,6 +3,7 @@
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -153,3 +154,25 @@ def test_benchmark_counts_a_runs_matrix_products_as_worked_by_hand():
     evaluation = counts["ExternalModel"] / 2 - training
     assert evaluation > 0 and evaluation % row == 0
     assert counts["Global"] == counts["Sequential"] + counts["ExternalModel"]
+
+
+def test_same_scalars_names_the_first_difference_of_two_runs():
+    from common.same_scalars import first_difference
+
+    a = {"losses/value_loss": [(128, 0.5), (256, 0.25)], "charts/phase": [(128, 0.0), (256, 1.0)]}
+    assert first_difference(a, {tag: list(series) for tag, series in a.items()}) is None
+    assert first_difference(a, {**a, "losses/value_loss": [(128, 0.5), (256, 0.2500001)]}) == (
+        "losses/value_loss at step 256: 0.25 here, 0.2500001 at step 256 there")
+    assert "2 points here, 1 there" in first_difference(a, {**a, "charts/phase": [(128, 0.0)]})
+    assert "only there ['poi/mean']" in first_difference(a, {**a, "poi/mean": [(128, 1.0)]})
+
+
+@pytest.mark.slow
+def test_same_scalars_finds_a_checkout_the_same_as_its_own_head_and_refuses_an_unknown_revision():
+    root = Path(__file__).resolve().parents[1]
+    flags = "--env ColorDoorKey-6x6 --total-timesteps 512 --num-envs 2 --num-steps 128 --num-minibatches 2 --eval-steps 64"
+    command = [sys.executable, "-m", "common.same_scalars", "--algos", "ppo", "--extra", flags, "--against"]
+    same = subprocess.run([*command, "HEAD"], capture_output=True, text=True, cwd=root)
+    assert same.returncode == 0 and "1 of 1 the same as HEAD" in same.stdout, same.stdout + same.stderr
+    bad = subprocess.run([*command, "nope"], capture_output=True, text=True, cwd=root)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --against nope is not a revision")

@@ -1,0 +1,99 @@
+"""Does this checkout train exactly as another revision? Runs algorithm files here and at `--against`,
+the same short run each, and compares every scalar they log (all but `charts/SPS`, the wall clock).
+
+    python -m common.same_scalars --against 80ac74a --algos ppo "ppo_poi_progress --interest noise"
+    python -m common.same_scalars --against HEAD --algos all --extra "--total-timesteps 8192"
+
+An algorithm is a file name in algos/ optionally followed by its own flags, as in `common.sweep`; `all`
+is every file in algos/. A file the other revision does not have is reported and counts as a
+difference. Exit code 0 when every file logs the same tags with the same steps and bitwise-equal
+values, 1 otherwise; the first difference of each file is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common.benchmark import export_revision
+from common.tb import read_scalars
+
+ROOT = Path(__file__).resolve().parents[1]
+IGNORED = ("charts/SPS",)
+DEFAULT_FLAGS = ("--env ColorDoorKey-6x6 --seed 4 --total-timesteps 20480 --change-steps 10240 "
+                 "--model-target key_distance --eval-every 2")  # fmt: skip
+CONTINUOUS_FLAGS = "--seed 4 --total-timesteps 2048"  # their own default env; no key colour to change
+CONTINUOUS = ("ppo_continuous_poi_ensemble", "sac_forward_model")
+
+
+def run_scalars(root: Path, spec: str, flags: str, runs_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """The scalars of one run of `spec` (a file name with its own flags) from the checkout at `root`."""
+    name, *own = shlex.split(spec)
+    script = root / "algos" / f"{name}.py"
+    if not script.is_file():
+        raise FileNotFoundError(f"{name}.py is not in {root}")
+    runs_dir.mkdir(parents=True)
+    command = [sys.executable, str(script), *own, *shlex.split(flags), "--runs-dir", str(runs_dir)]
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=root)
+    if proc.returncode:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"{spec} at {root} exited {proc.returncode}: {tail}")
+    (run_dir,) = runs_dir.iterdir()
+    return {tag: series for tag, series in read_scalars(run_dir).items() if tag not in IGNORED}
+
+
+def first_difference(a: dict, b: dict) -> str | None:
+    """None when `a` and `b` hold the same tags, steps and bitwise-equal values; else where they first part."""
+    if set(a) != set(b):
+        return f"tags differ: only here {sorted(set(a) - set(b))}, only there {sorted(set(b) - set(a))}"
+    for tag in sorted(a):
+        if len(a[tag]) != len(b[tag]):
+            return f"{tag}: {len(a[tag])} points here, {len(b[tag])} there"
+        for (step, value), (other_step, other_value) in zip(a[tag], b[tag]):
+            if step != other_step or value != other_value:
+                return f"{tag} at step {step}: {value!r} here, {other_value!r} at step {other_step} there"
+    return None
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--against", required=True, help="the git revision to compare this checkout with")
+    parser.add_argument("--algos", nargs="+", required=True, help="algorithm files with their own flags, or `all`")
+    parser.add_argument("--extra", default=None,
+                        help=f"flags of every run (default: discrete files {DEFAULT_FLAGS!r}, continuous {CONTINUOUS_FLAGS!r})")  # fmt: skip
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    specs = sorted(p.stem for p in (ROOT / "algos").glob("*.py") if p.stem != "__init__") if args.algos == ["all"] else args.algos
+    check = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{args.against}^{{commit}}"],
+                           capture_output=True)  # fmt: skip
+    if check.returncode:
+        print(f"error: --against {args.against} is not a revision of the git repository at {ROOT}", file=sys.stderr)
+        return 2
+    differ = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        other = export_revision(args.against, Path(tmp) / "other")
+        for i, spec in enumerate(specs):
+            flags = args.extra or (CONTINUOUS_FLAGS if shlex.split(spec)[0] in CONTINUOUS else DEFAULT_FLAGS)
+            try:
+                here = run_scalars(ROOT, spec, flags, Path(tmp) / f"here{i}")
+                there = run_scalars(other, spec, flags, Path(tmp) / f"there{i}")
+                difference = first_difference(here, there)
+            except (FileNotFoundError, RuntimeError) as error:
+                difference = str(error)
+            differ += difference is not None
+            points = sum(len(s) for s in here.values()) if difference is None else 0
+            print(f"{spec}: " + (f"the same ({len(here)} tags, {points} points)" if difference is None else f"DIFFERENT: {difference}"),
+                  flush=True)  # fmt: skip
+    print(f"{len(specs) - differ} of {len(specs)} the same as {args.against}")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
