@@ -43,8 +43,12 @@ from pathlib import Path
 
 import numpy as np
 
+from common.frontier import against_frontier, versus
 from common.learning_summary import phase_starts, steps_to_return
 from common.runs import COMPLETION_MARKER, RUN_NAME
+from common.series import record as series_record
+from common.series import window_mean
+from common.series import read as read_series
 from common.tb import read_scalars
 
 LOSSES = {"train": "external_model/train_loss", "eval": "external_model/eval_loss",
@@ -62,6 +66,23 @@ class RunInfo:
     finished: bool
     scalars: dict = field(default_factory=dict, repr=False)
     phases: list[dict] = field(default_factory=list)
+    episodes: dict | None = field(default=None, repr=False)  # common.series.episode_bins
+    summary: list | None = field(default=None, repr=False)  # common.series.episode_summary
+
+
+@dataclass(frozen=True)
+class Robustness:
+    """Other ways to read the re-learning of one loss, beside the pre-registered threshold and span:
+    thresholds as multiples of it, other spans, and the mean log10 loss over a window after the phase start."""
+
+    kind: str = "changed"
+    factors: tuple[float, ...] = (0.5, 1.0, 2.0)
+    spans: tuple[int, ...] = (5, 10, 30)
+    window: int = 200_000
+
+    def names(self, span: int) -> list[str]:
+        return ([f"threshold x{f:g}, span {span}" for f in self.factors] + [f"span {n}" for n in self.spans if n != span]
+                + [f"mean log10 loss, first {self.window // 1000}k"])  # fmt: skip
 
 
 def ema(values: np.ndarray, span: int) -> np.ndarray:
@@ -93,8 +114,12 @@ def in_phase(series: list[tuple[int, float]], start: int, end: float) -> tuple[n
 
 
 def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], success_threshold: float,
-                  success_window: int = 100, relative: float | None = None) -> list[dict]:  # fmt: skip
-    """The metrics of every phase of one run (see the module docstring)."""
+                  success_window: int = 100, relative: float | None = None, episodes: dict | None = None,
+                  summary: list | None = None, task_window: int = 100_000,
+                  robustness: Robustness | None = None) -> list[dict]:  # fmt: skip
+    """The metrics of every phase of one run (see the module docstring). With `episodes` (binned,
+    common.series): the task along the phase; with `summary`: the last 100 episodes, and success where
+    the scalars hold no single episodes; with `robustness`: its re-readings of one loss."""
     level = {}  # each loss's smoothed value at the end of the phase before
     starts = phase_starts(scalars)
     last = max(step for series in scalars.values() for step, _ in series)
@@ -117,17 +142,52 @@ def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], succes
             row[f"{kind}_adaptation"] = reached if row[f"{kind}_reached"] else end - start
             row[f"{kind}_asymptotic"] = float(smoothed.min())
             row[f"{kind}_highest"] = float(smoothed.max())
-        row["success_steps"] = steps_to_return(scalars.get(RETURN, []), start, end, success_threshold, success_window)
+            if robustness is not None and kind == robustness.kind:
+                row["robust"] = robust_readings(steps, values, start, end, threshold, span, robustness)
+        if RETURN in scalars or summary is None:
+            row["success_steps"] = steps_to_return(scalars.get(RETURN, []), start, end, success_threshold, success_window)
+        else:  # from a series: the step its last 100 episodes' mean first reached 0.8 (common.series.episode_summary)
+            solved_at = summary[phase]["solved_at"]
+            row["success_steps"] = math.nan if solved_at is None else solved_at - start
         row["success"] = not math.isnan(row["success_steps"])
+        if episodes is not None:
+            row["return_window"] = window_mean(episodes, end - task_window, end)
+            row["length_window"] = window_mean(episodes, end - task_window, end, "length")
+            row["return_phase"] = window_mean(episodes, start, end)
+            _, entropy = in_phase(scalars.get("losses/entropy", []), end - task_window, end)
+            row["entropy_window"] = float(entropy.mean()) if len(entropy) else math.nan
+        if summary is not None:
+            last = summary[phase]["last_100_episodes"]
+            row["last_100_episodes"] = math.nan if last is None else last
         phases.append(row)
     return phases
 
 
+def robust_readings(steps: np.ndarray, values: np.ndarray, start: int, end: int, threshold: float, span: int,
+                    robustness: Robustness) -> dict[str, float]:  # fmt: skip
+    """One phase's re-learning of one loss read the other ways `robustness` names (steps, a run that never
+    gets there with the phase's length; the mean log10 loss, unsmoothed, over the window's evaluations)."""
+    readings = {}
+    for name, (factor, n) in zip(robustness.names(span), [(f, span) for f in robustness.factors] +
+                                 [(1.0, n) for n in robustness.spans if n != span]):  # fmt: skip
+        reached = steps_to_fall_below(steps, ema(values, n), factor * threshold, start)
+        readings[name] = end - start if math.isnan(reached) else reached
+    early = values[steps < start + robustness.window]
+    readings[robustness.names(span)[-1]] = float(np.log10(np.maximum(early, 1e-12)).mean()) if len(early) else math.nan
+    return readings
+
+
 def find_runs(folders: list[Path]) -> tuple[list[RunInfo], list[str]]:
     """Run folders under `folders`, one per (env, method, seed) (of several attempts the
-    finished one, else the latest); notes on what was passed over."""
+    finished one, else the latest), and the runs of series files (common.series) among them, with
+    their scalars and episodes loaded; notes on what was passed over."""
     notes, attempts = [], defaultdict(list)
     for folder in folders:
+        if folder.name.endswith(".jsonl.gz") and folder.is_file():
+            for rec in read_series(folder):
+                match = RUN_NAME.match(rec["run"])
+                attempts[(rec["env"], rec["method"], rec["seed"])].append((rec["finished"], int(match["time"]), rec))
+            continue
         if not folder.is_dir():
             raise ValueError(f"no folder at {folder}")
         run_dirs = sorted({p.parent for p in folder.rglob("events.out.tfevents*")})
@@ -142,8 +202,12 @@ def find_runs(folders: list[Path]) -> tuple[list[RunInfo], list[str]]:
             attempts[key].append(((run_dir / COMPLETION_MARKER).is_file(), int(match["time"]), run_dir))
     runs = []
     for (env, method, seed), options in sorted(attempts.items()):
-        finished, _, run_dir = max(options)  # finished first, then the latest
-        runs.append(RunInfo(run_dir, env, method, seed, finished))
+        finished, _, source = max(options, key=lambda o: o[:2])  # finished first, then the latest
+        if isinstance(source, dict):  # a series record
+            runs.append(RunInfo(Path(source["run"]), env, method, seed, finished, scalars=source["scalars"],
+                                episodes=source["episodes"], summary=source["phases"]))  # fmt: skip
+        else:
+            runs.append(RunInfo(source, env, method, seed, finished))
     return runs, notes
 
 
@@ -193,19 +257,7 @@ def ratio_estimates(scores: dict[str, np.ndarray], base: np.ndarray, reps: int, 
     resamples the method's runs and the baseline's runs independently (seeded afresh for each
     method). The baseline's IQM is an estimate too: dividing by it as if it were exact would
     leave its spread out of the interval."""
-    from scipy.stats import trim_mean
-
-    base = base.ravel()
-    out = {}
-    for method, method_scores in scores.items():
-        method_scores = method_scores.ravel()
-        rng = np.random.default_rng(seed)
-        num = trim_mean(method_scores[rng.integers(len(method_scores), size=(reps, len(method_scores)))], 0.25, axis=1)
-        den = trim_mean(base[rng.integers(len(base), size=(reps, len(base)))], 0.25, axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):  # a resample of the baseline at 0: an unbounded ratio
-            low, high = np.nanpercentile(num / den, [2.5, 97.5])
-        out[method] = (float(trim_mean(method_scores, 0.25) / trim_mean(base, 0.25)), float(low), float(high))
-    return out
+    return {method: versus(method_scores, base, reps=reps, seed=seed) for method, method_scores in scores.items()}
 
 
 def aggregate(runs: list[RunInfo], baseline: str | None, reps: int, seed: int) -> list[dict]:
@@ -237,6 +289,102 @@ def aggregate(runs: list[RunInfo], baseline: str | None, reps: int, seed: int) -
     return rows
 
 
+TASK = ("return_window", "return_phase", "last_100_episodes", "length_window", "entropy_window")
+
+
+def task_rows(runs: list[RunInfo], baseline: str | None, reps: int, seed: int) -> list[dict]:
+    """Per (env, phase, method): IQM [95% CI] of each task measure; whether the method keeps the task
+    (its IQM of the return over the window at or above the lower end of the baseline's CI)."""
+    groups = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        for phase in run.phases:
+            if "return_window" in phase:
+                groups[(run.env, phase["phase"])][run.method].append(phase)
+    rows = []
+    for (env, phase), by_method in sorted(groups.items()):
+        estimates = {}
+        for name in TASK:
+            scores = {m: np.array([[p[name]] for p in ps if not math.isnan(p.get(name, math.nan))])
+                      for m, ps in by_method.items()}  # fmt: skip
+            estimates[name] = interval_estimates({m: v for m, v in scores.items() if len(v)}, reps, seed)
+        floor = estimates["return_window"].get(baseline, (math.nan, math.nan, math.nan))[1]
+        for method in sorted(by_method):
+            row = {"env": env, "phase": phase, "method": method, "runs": len(by_method[method])}
+            for name, per_method in estimates.items():
+                if method in per_method:
+                    row[name] = dict(zip(("iqm", "low", "high"), per_method[method]))
+            kept = row.get("return_window", {}).get("iqm", math.nan) >= floor
+            row["keeps_task"] = None if math.isnan(floor) else bool(kept)
+            rows.append(row)
+    return rows
+
+
+def frontier_rows(runs: list[RunInfo], frontier: list[str], measure: str, span: int, robustness: Robustness | None,
+                  reps: int, seed: int, comparisons: int) -> list[dict]:  # fmt: skip
+    """Per (env, phase after a change, method not on the frontier): the method against the frontier of
+    the `frontier` methods (common.frontier) on the pre-registered re-learning and on every robustness
+    reading; x is each run's return over the phase's last window. CIs at 95% and at 1 - 0.05 / comparisons."""
+    corrected = 1 - 0.05 / comparisons
+    readings = [(f"{measure}_adaptation", False, True)]
+    if robustness is not None:
+        readings += [(name, name.startswith("mean log10"), False) for name in robustness.names(span)]
+    groups = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        for phase in run.phases[1:]:
+            groups[(run.env, phase["phase"])][run.method].append(phase)
+    rows = []
+    for (env, phase), by_method in sorted(groups.items()):
+        if not set(frontier) <= set(by_method):
+            continue
+
+        def runs_of(method, name):
+            pairs = [(p["return_window"], p[name] if name in p else p["robust"][name]) for p in by_method[method]]
+            pairs = [(x, y) for x, y in pairs if not (math.isnan(x) or math.isnan(y))]
+            return np.array([x for x, _ in pairs]), np.array([y for _, y in pairs])
+
+        for method in sorted(set(by_method) - set(frontier)):
+            row = {"env": env, "phase": phase, "method": method, "runs": len(by_method[method]), "readings": {}}
+            for name, log, primary in readings:
+                result = against_frontier({m: runs_of(m, name) for m in frontier}, runs_of(method, name), log=log,
+                                          reps=reps, seed=seed, levels=(0.95, corrected))  # fmt: skip
+                cis = result.pop("cis")
+                result["ci"], result["ci_corrected"] = cis[0.95], cis[corrected]
+                result["pre_registered"] = primary
+                row["readings"][name] = result
+            rows.append(row)
+    return rows
+
+
+def robustness_rows(runs: list[RunInfo], baseline: str, measure: str, span: int, robustness: Robustness,
+                    reps: int, seed: int) -> list[dict]:  # fmt: skip
+    """Per (env, phase after a change, method): every robustness reading against the baseline's."""
+    groups = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        for phase in run.phases[1:]:
+            if "robust" in phase:
+                groups[(run.env, phase["phase"])][run.method].append(phase["robust"])
+    rows = []
+    for (env, phase), by_method in sorted(groups.items()):
+        if baseline not in by_method:
+            continue
+        for method in sorted(by_method):
+            row = {"env": env, "phase": phase, "method": method, "readings": {}}
+            for name in robustness.names(span):
+                values = [r[name] for r in by_method[method] if not math.isnan(r[name])]
+                base = [r[name] for r in by_method[baseline] if not math.isnan(r[name])]
+                point, low, high = versus(values, base, log=name.startswith("mean log10"), reps=reps, seed=seed)
+                row["readings"][name] = {"iqm": point, "low": low, "high": high}
+            rows.append(row)
+    return rows
+
+
+def binned_returns(run: RunInfo) -> list[tuple[int, float]]:
+    """The run's mean return per bin of episodes, at each bin's middle (bins where an episode ended)."""
+    bins = run.episodes
+    return [(i * bins["bin"] + bins["bin"] // 2, total / count)
+            for i, (count, total) in enumerate(zip(bins["count"], bins["return"])) if count]  # fmt: skip
+
+
 def curves(runs: list[RunInfo], span: int, reps: int, seed: int, points: int = 100) -> dict:
     """Per env and method: smoothed losses and return on a common step grid (up to the end of
     the shortest run), IQM and 95% CI band per grid point."""
@@ -254,8 +402,9 @@ def curves(runs: list[RunInfo], span: int, reps: int, seed: int, points: int = 1
                 series = []
                 for run in (r for r in members if r.method == method):
                     smoothed_steps, smoothed = [], []
+                    source = binned_returns(run) if tag == RETURN and run.episodes is not None else run.scalars.get(tag, [])
                     for p in run.phases:
-                        steps, values = in_phase(run.scalars.get(tag, []), p["start"], p["start"] + p["length"])
+                        steps, values = in_phase(source, p["start"], p["start"] + p["length"])
                         if len(values):
                             smoothed_steps.append(steps)
                             smoothed.append(ema(values, span))
@@ -339,6 +488,48 @@ def plot(curve_data: dict, rows: list[dict], baseline: str | None, out: Path) ->
     return written
 
 
+def plot_frontier(runs: list[RunInfo], frontier: list[str], frontier_table: list[dict], measure: str, reps: int,
+                  seed: int, out: Path) -> list[Path]:  # fmt: skip
+    """Per env and phase after a change: re-learning steps against the return over the phase's last
+    window, one point per method with 95% CIs on both axes, the frontier drawn through its arms."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from common.frontier import pareto
+
+    written = []
+    for env, phase in sorted({(row["env"], row["phase"]) for row in frontier_table}):
+        members = defaultdict(list)
+        for run in runs:
+            if run.env == env and len(run.phases) > phase:
+                members[run.method].append(run.phases[phase])
+        fig, ax = plt.subplots(figsize=(8, 6))
+        points = {}
+        for method, phases in sorted(members.items()):
+            x = np.array([[p["return_window"]] for p in phases if not math.isnan(p["return_window"])])
+            y = np.array([[p[f"{measure}_adaptation"]] for p in phases])
+            (xi, xl, xh), (yi, yl, yh) = (interval_estimates({method: v}, reps, seed)[method] for v in (x, y))
+            points[method] = (xi, yi)
+            on_frontier = method in frontier
+            ax.errorbar(xi, yi, xerr=[[xi - xl], [xh - xi]], yerr=[[yi - yl], [yh - yi]], fmt="o" if on_frontier else "s",
+                        color="grey" if on_frontier else None, capsize=3, label=method)  # fmt: skip
+        front = [points[m] for m in frontier if m in points]
+        line = [front[i] for i in pareto(front)]
+        ax.plot([x for x, _ in line], [y for _, y in line], color="grey", linestyle="--", label="non-interest frontier")
+        ax.set(xlabel="task: mean return over the phase's last window (IQM, 95% CI)",
+               ylabel=f"steps until the {measure} loss is re-learned (IQM, 95% CI)",
+               title=f"{env}, phase {phase}: re-learning against the task (lower right is better)")  # fmt: skip
+        ax.legend(fontsize=7, loc="best")
+        fig.tight_layout()
+        path = out / f"frontier_{env}_phase{phase}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
 def finish_figure(fig, axes, title: str, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
@@ -391,6 +582,60 @@ def markdown(rows: list[dict], settings: dict, notes: list[str], agreement: list
     return "\n".join(lines) + "\n"
 
 
+def fair_test_markdown(task: list[dict], frontier_table: list[dict], robustness: list[dict], settings: dict) -> str:
+    """The task along the phase, every method against the frontier, and the robustness readings."""
+
+    def cell(estimate, fmt="{:.3g}"):
+        if not estimate or math.isnan(estimate["iqm"]):
+            return "-"
+        return f"{fmt.format(estimate['iqm'])} [{fmt.format(estimate['low'])}, {fmt.format(estimate['high'])}]"
+
+    window = f"{settings['task_window'] // 1000}k"
+    lines = [f"### The task along the phase (returns over each phase's last {window} steps)", "",
+             f"| env | phase | method | runs | return, last {window} | return, whole phase | last 100 episodes "
+             f"| episode length, last {window} | entropy, last {window} | keeps the task |",
+             "|-|-|-|-|-|-|-|-|-|-|"]  # fmt: skip
+    for row in task:
+        kept = {None: "-", True: "yes", False: "**no**"}[row["keeps_task"]]
+        lines.append(f"| {row['env']} | {row['phase']} | {row['method']} | {row['runs']} | "
+                     + " | ".join(cell(row.get(name), "{:.1f}" if name == "length_window" else "{:.3g}")
+                                  for name in TASK) + f" | {kept} |")  # fmt: skip
+    lines += ["", f"IQM [95% CI] over runs. Keeps the task: the IQM of the return over the last {window} steps at "
+              f"or above the lower end of {settings['baseline']}'s 95% CI in that phase.", ""]  # fmt: skip
+    if frontier_table:
+        corrected = 100 * (1 - 0.05 / settings["comparisons"])
+        lines += [f"### Against the non-interest frontier ({', '.join(settings['frontier'])})", "",
+                  f"Pre-registered: steps until the {settings['frontier_loss']} loss (EMA span {settings['span']}) falls "
+                  f"below {settings[settings['frontier_loss'] + '_threshold']:g}. x: the return over the phase's last "
+                  f"{window} steps. F(x): the frontier's steps at the method's x (interpolated; not judged below the "
+                  f"frontier's lowest x). {corrected:g}% CI: Bonferroni over {settings['comparisons']} comparisons.", "",
+                  f"| env | phase | method | runs | x | y | F(x) | y / F(x) | 95% CI | {corrected:g}% CI "
+                  "| resamples not judged |", "|-|-|-|-|-|-|-|-|-|-|-|"]  # fmt: skip
+        for row in frontier_table:
+            r = next(v for v in row["readings"].values() if v["pre_registered"])
+            lines.append(f"| {row['env']} | {row['phase']} | {row['method']} | {row['runs']} | {r['x']:.3g} | "
+                         f"{r['y']:,.0f} | {r['frontier']:,.0f} | {r['ratio']:.3g} | [{r['ci'][0]:.3g}, {r['ci'][1]:.3g}] | "
+                         f"[{r['ci_corrected'][0]:.3g}, {r['ci_corrected'][1]:.3g}] | {r['not_judged_share']:.2f} |")  # fmt: skip
+        names = list(frontier_table[0]["readings"])
+        lines += ["", "### Robustness: against the frontier, every reading", "",
+                  "Ratio [95% CI] to the frontier at the method's task level (steps; for the mean log10 loss, the "
+                  "ratio of geometric-mean losses). The first column is the pre-registered measure.", "",
+                  "| env | phase | method | " + " | ".join(names) + " |", "|-|-|-|" + "-|" * len(names)]  # fmt: skip
+        for row in frontier_table:
+            lines.append(f"| {row['env']} | {row['phase']} | {row['method']} | " + " | ".join(
+                f"{r['ratio']:.3g} [{r['ci'][0]:.3g}, {r['ci'][1]:.3g}]" for r in row["readings"].values()) + " |")
+    if robustness:
+        names = list(robustness[0]["readings"])
+        lines += ["", f"### Robustness: against {settings['baseline']}", "",
+                  f"Ratio [95% CI] of each reading of the {settings['frontier_loss']} loss's re-learning to "
+                  f"{settings['baseline']}'s.", "",
+                  "| env | phase | method | " + " | ".join(names) + " |", "|-|-|-|" + "-|" * len(names)]  # fmt: skip
+        for row in robustness:
+            lines.append(f"| {row['env']} | {row['phase']} | {row['method']} | "
+                         + " | ".join(cell(row["readings"][n]) for n in names) + " |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
         pass
@@ -412,6 +657,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--methods", nargs="+", default=None, help="analyse only these methods (default: all)")
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    parser.add_argument("--task-window", type=int, default=100_000,
+                        help="the task along the phase: mean return over each phase's last this many steps")  # fmt: skip
+    parser.add_argument("--frontier", nargs="+", default=None,
+                        help="the non-interest methods: every other method is placed against their frontier")  # fmt: skip
+    parser.add_argument("--frontier-loss", choices=sorted(LOSSES), default="changed",
+                        help="the loss whose re-learning the frontier and the robustness readings use")  # fmt: skip
+    parser.add_argument("--comparisons", type=int, default=1, help="primary comparisons: CIs at 1 - 0.05 / this too")
+    parser.add_argument("--robust-window", type=int, default=200_000,
+                        help="robustness: the mean log10 loss over this many steps after each change")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -422,6 +676,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--span, --reps and --success-window must be at least 1")
         if args.relative is not None and not args.relative > 0:
             raise ValueError(f"--relative must be positive, got {args.relative}")
+        if args.task_window < 1 or args.comparisons < 1 or args.robust_window < 1:
+            raise ValueError("--task-window, --comparisons and --robust-window must be at least 1")
         runs, notes = find_runs(args.folders)
         if args.methods is not None:
             unknown = sorted(set(args.methods) - {run.method for run in runs})
@@ -436,17 +692,24 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             notes.append(f"{len(missing)} planned run(s) have no run folder yet: {' '.join(missing)}")
         usable = []
+        robustness = Robustness(args.frontier_loss, window=args.robust_window)
         for run in runs:
-            run.scalars = read_scalars(run.path)
+            if run.episodes is None:  # a run folder: read as its series record would be, so both give one table
+                scalars = read_scalars(run.path)
+                rec = series_record(run, scalars)
+                run.scalars = {**scalars, **rec["scalars"]}  # the episodes' returns as logged, for success
+                run.episodes, run.summary = rec["episodes"], rec["phases"]
+            elif (args.success_threshold, args.success_window) != (0.8, 100):
+                raise ValueError("a series file holds success at --success-threshold 0.8 over 100 episodes only")
             lacking = [LOSSES[kind] for kind in REQUIRED if not run.scalars.get(LOSSES[kind])]
             if lacking:
                 notes.append(f"passed over {run.path.name}: no {', '.join(lacking)}")
                 continue
-            if not run.scalars.get(RETURN):
+            if not any(run.episodes["count"]):
                 notes.append(f"{run.path.name}: no episode ended (no {RETURN}): not successful")
             thresholds = {"train": args.train_threshold, "eval": args.eval_threshold, "changed": args.changed_threshold}
             run.phases = phase_metrics(run.scalars, args.span, thresholds, args.success_threshold, args.success_window,
-                                       args.relative)  # fmt: skip
+                                       args.relative, run.episodes, run.summary, args.task_window, robustness)  # fmt: skip
             usable.append(run)
         if not usable:
             raise ValueError("no run has the scalars the analysis needs: " + "; ".join(notes))
@@ -466,11 +729,18 @@ def main(argv: list[str] | None = None) -> int:
         methods = sorted({run.method for run in usable})
         if args.baseline is not None and args.baseline not in methods:
             raise ValueError(f"baseline {args.baseline!r} is not in the sweep; methods: {' '.join(methods)}")
+        if args.frontier is not None:
+            unknown = sorted(set(args.frontier) - set(methods))
+            if unknown:
+                raise ValueError(f"--frontier: no runs of {' '.join(unknown)}; methods: {' '.join(methods)}")
+            if args.baseline is None:
+                raise ValueError("--frontier needs --baseline (the arm whose task level the others must keep)")
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
 
-    out = args.out or args.folders[0] / "analysis"
+    first = args.folders[0]
+    out = args.out or (first.parent if first.is_file() else first) / "analysis"
     out.mkdir(parents=True, exist_ok=True)
     rows = aggregate(usable, args.baseline, args.reps, args.seed)
     curve_data = curves(usable, args.span, min(args.reps, 1000), args.seed)
@@ -478,11 +748,20 @@ def main(argv: list[str] | None = None) -> int:
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("folders", "out")}
     settings["folders"] = [str(f) for f in args.folders]
     agreement = curve_agreement(curve_data, args.baseline) if args.baseline is not None else []
+    task = task_rows(usable, args.baseline, args.reps, args.seed)
+    frontier_table, robust = [], []
+    if args.frontier is not None:
+        frontier_table = frontier_rows(usable, args.frontier, args.frontier_loss, args.span, robustness, args.reps,
+                                       args.seed, args.comparisons)  # fmt: skip
+        robust = robustness_rows(usable, args.baseline, args.frontier_loss, args.span, robustness, args.reps, args.seed)
+        plots += plot_frontier(usable, args.frontier, frontier_table, args.frontier_loss, min(args.reps, 1000),
+                               args.seed, out)  # fmt: skip
     results = {"settings": settings, "notes": notes, "aggregates": rows, "curves": curve_data, "curve_agreement": agreement,
+               "task": task, "frontier": frontier_table, "robustness": robust,
                "runs": [{"run": run.path.name, "env": run.env, "method": run.method, "seed": run.seed,
                          "finished": run.finished, "phases": run.phases} for run in usable]}  # fmt: skip
     (out / "results.json").write_text(json.dumps(results, indent=1))
-    table = markdown(rows, settings, notes, agreement)
+    table = markdown(rows, settings, notes, agreement) + "\n" + fair_test_markdown(task, frontier_table, robust, settings)
     (out / "results.md").write_text(table)
     print(table)
     print(f"wrote {out / 'results.json'}, {out / 'results.md'}, {', '.join(p.name for p in plots)}")

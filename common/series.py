@@ -1,0 +1,146 @@
+"""A study's per-run series: what `common.analyze` needs of each run, compact enough to commit.
+
+    python -m common.series sweeps/fair6 --out docs/results/fair-test-6x6/series.jsonl.gz
+    python -m common.analyze docs/results/fair-test-6x6/series.jsonl.gz ...    # the tables, from the repo alone
+
+One JSON line per run (gzip): its name, env, method, seed, whether it finished; every logged point
+of the tags in `SERIES_TAGS` (float32 values, as TensorBoard stores them, so a table re-made from
+the series equals the one made from the event files); and its episodes, which are too many to
+keep one by one (some 20,000 in an 800k-step 6x6 run), as sums per bin of `BIN` global steps
+(count, return, length) plus, per phase, what only single episodes give: the mean return of its
+last 100 episodes and the step at which that mean first reached 0.8 (`solved_at`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from common.learning_summary import phase_starts, steps_to_return
+
+RETURN, LENGTH = "charts/episodic_return", "charts/episodic_length"
+SERIES_TAGS = ("charts/phase", "external_model/train_loss", "external_model/eval_loss",
+               "external_model/eval_loss_changed", "losses/entropy")  # fmt: skip
+BIN = 2000  # global steps per bin of episodes: windows of whole 100k steps from a multiple of 2,000 are exact
+LAST_EPISODES, SOLVED = 100, 0.8
+
+
+def episode_bins(scalars: dict, bin_width: int = BIN) -> dict:
+    """Episodes summed per bin of global steps: bin i holds those logged at steps [i w, (i+1) w)."""
+    returns, lengths = scalars.get(RETURN, []), scalars.get(LENGTH, [])
+    if lengths and len(returns) != len(lengths):
+        raise ValueError(f"{len(returns)} episodic returns but {len(lengths)} episodic lengths")
+    lengths = lengths or [(step, math.nan) for step, _ in returns]
+    last = max((step for series in scalars.values() for step, _ in series), default=0)
+    count, total, length = (np.zeros(last // bin_width + 1) for _ in range(3))
+    for (step, value), (_, steps_long) in zip(returns, lengths):  # logged in pairs, in the same order
+        count[step // bin_width] += 1
+        total[step // bin_width] += value
+        length[step // bin_width] += steps_long
+    return {"bin": bin_width, "count": count.astype(int).tolist(), "return": total.tolist(), "length": length.tolist()}
+
+
+def window_mean(bins: dict, start: float, end: float, quantity: str = "return") -> float:
+    """Mean `quantity` per episode over the episodes logged in [start, end), from the whole bins inside
+    it (a window whose ends are not multiples of the bin is cut to the bins it holds whole, so that a
+    phase's window never takes episodes of the next); nan when none ended there."""
+    width = bins["bin"]
+    first, stop = math.ceil(start / width), math.floor(end / width)
+    count = sum(bins["count"][first:stop])
+    return sum(bins[quantity][first:stop]) / count if count else math.nan
+
+
+def episode_summary(scalars: dict) -> list[dict]:
+    """Per phase: the mean return of its last 100 episodes and the step it first reached 0.8."""
+    returns = scalars.get(RETURN, [])
+    starts = phase_starts(scalars)
+    last = max((step for series in scalars.values() for step, _ in series), default=0)
+    summary = []
+    for start, end in zip(starts, starts[1:] + [last + 1]):
+        inside = [value for step, value in returns if start <= step < end][-LAST_EPISODES:]
+        solved = steps_to_return(returns, start, end, SOLVED, LAST_EPISODES)
+        summary.append({"start": start, "last_100_episodes": float(np.mean(inside)) if inside else None,
+                        "solved_at": None if math.isnan(solved) else start + solved})  # fmt: skip
+    return summary
+
+
+def encode(scalars: dict) -> dict:
+    """The tags of `SERIES_TAGS` as [steps, values]: the losses exact (the shortest text of each float32),
+    the entropy to 4 significant digits, the phase only where it changes."""
+    tags = {}
+    for tag in SERIES_TAGS:
+        points = scalars.get(tag, [])
+        if tag == "charts/phase":
+            points = [(s, v) for i, (s, v) in enumerate(points) if i == 0 or v != points[i - 1][1]]
+        text = (lambda v: float(f"{v:.4g}")) if tag == "losses/entropy" else (lambda v: float(str(np.float32(v))))
+        if tag in scalars:
+            tags[tag] = [[s for s, _ in points], [text(v) for _, v in points]]
+    return tags
+
+
+def decode(tags: dict) -> dict:
+    """`encode`'s tags back to {tag: [(step, value)]}, each value the float32 TensorBoard holds."""
+    return {tag: list(zip(steps, np.asarray(values, dtype=np.float32).astype(float).tolist()))
+            for tag, (steps, values) in tags.items()}  # fmt: skip
+
+
+def record(run, scalars: dict) -> dict:
+    """The series of one run (`run` has path, env, method, seed, finished; see common.analyze.RunInfo),
+    with its scalars as a reader of the file gets them back (`scalars`)."""
+    episodes = episode_bins(scalars)
+    episodes["return"] = [round(v, 6) for v in episodes["return"]]
+    episodes["length"] = [v if math.isnan(v) else int(v) for v in episodes["length"]]
+    tags = encode(scalars)
+    return {"run": run.path.name, "env": run.env, "method": run.method, "seed": run.seed, "finished": run.finished,
+            "tags": tags, "scalars": decode(tags), "episodes": episodes, "phases": episode_summary(scalars)}  # fmt: skip
+
+
+def write(records: list[dict], path: Path) -> None:
+    with gzip.open(path, "wt", compresslevel=9) as f:
+        for rec in records:
+            f.write(json.dumps({k: v for k, v in rec.items() if k != "scalars"}, separators=(",", ":")) + "\n")
+
+
+def read(path: Path) -> list[dict]:
+    """The records of a series file, each tag's values back to the float32 values TensorBoard holds."""
+    with gzip.open(path, "rt") as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    for rec in records:
+        rec["scalars"] = decode(rec["tags"])
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    from common.analyze import find_runs
+    from common.tb import read_scalars
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folders", nargs="+", type=Path, help="sweep folders or folders of run folders")
+    parser.add_argument("--out", type=Path, required=True, help="the series file to write (.jsonl.gz)")
+    args = parser.parse_args(argv)
+    if not args.out.name.endswith(".jsonl.gz"):
+        print(f"error: --out must end in .jsonl.gz, got {args.out}", file=sys.stderr)
+        return 1
+    try:
+        runs, notes = find_runs(args.folders)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    finished = [run for run in runs if run.finished]
+    records = [record(run, read_scalars(run.path)) for run in finished]
+    write(records, args.out)
+    for note in notes:
+        print(f"note: {note}")
+    print(f"wrote {args.out}: {len(records)} finished runs ({len(runs) - len(records)} unfinished left out), "
+          f"{args.out.stat().st_size / 1024:.0f} KiB")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

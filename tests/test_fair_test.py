@@ -1,0 +1,158 @@
+"""The fair test's measures: the non-interest frontier (hand-worked cases, a property every frontier
+must have), the per-run series (binned episodes, an exact round trip), and the analysis made from
+event files and from the committed series alike."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from torch.utils.tensorboard import SummaryWriter
+
+from common import analyze, frontier, series
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_frontier_keeps_the_undominated_points_and_interpolates_between_them():
+    points = [(0.9, 250.0), (0.8, 200.0), (0.7, 220.0), (0.6, 150.0)]  # (0.7, 220) is dominated by (0.8, 200)
+    assert frontier.pareto(points) == [3, 1, 0]
+    assert frontier.frontier_at(points, 0.7) == pytest.approx(175.0)  # halfway from (0.6, 150) to (0.8, 200)
+    assert frontier.frontier_at(points, 0.8) == 200.0
+    assert frontier.frontier_at(points, 0.95) == 250.0  # above every arm: held at the highest arm's steps
+    assert math.isnan(frontier.frontier_at(points, 0.5))  # below every arm: not judged
+    assert frontier.pareto([(0.5, 1.0), (0.5, 1.0)]) == [0]  # a repeated point once
+
+
+def test_the_frontier_is_never_above_an_arm_that_does_the_task_at_least_as_well():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        points = [tuple(p) for p in rng.uniform([0, 100], [1, 400], size=(rng.integers(1, 8), 2))]
+        lowest = points[frontier.pareto(points)[0]][0]
+        assert math.isnan(frontier.frontier_at(points, lowest - 1e-6))  # below the frontier: not judged
+        xs = np.linspace(lowest, 1.2, 50)
+        values = [frontier.frontier_at(points, x) for x in xs]
+        assert all(a <= b + 1e-9 for a, b in zip(values, values[1:]))  # more task never costs fewer steps
+        for x, f in zip(xs, values):
+            assert all(f <= y + 1e-9 for px, y in points if px >= x)
+
+
+def test_an_arm_against_the_frontier_with_runs_that_do_not_vary():
+    runs = lambda x, y: (np.full(5, x), np.full(5, y))  # noqa: E731
+    front = {"a": runs(0.6, 150.0), "b": runs(0.8, 200.0)}
+    result = frontier.against_frontier(front, runs(0.7, 140.0), reps=200, levels=(0.95, 0.99))
+    assert result["frontier"] == pytest.approx(175.0) and result["ratio"] == pytest.approx(0.8)
+    assert result["cis"][0.95] == pytest.approx((0.8, 0.8)) and result["not_judged_share"] == 0.0
+    low = frontier.against_frontier(front, runs(0.5, 100.0), reps=200)
+    assert math.isnan(low["ratio"]) and low["not_judged_share"] == 1.0
+    logged = frontier.against_frontier(front, runs(0.8, 2.0), log=True, reps=50)  # log10 losses: 10^(2 - 200)
+    assert logged["ratio"] == pytest.approx(10.0 ** (2.0 - 200.0))
+
+
+def test_an_arm_against_a_baseline_as_a_ratio_or_a_ratio_of_geometric_means():
+    assert frontier.versus([2.0] * 4, [4.0] * 4)[0] == pytest.approx(0.5)
+    point, low, high = frontier.versus([-1.0] * 4, [0.0] * 4, log=True)  # mean log10 losses -1 and 0
+    assert (point, low, high) == pytest.approx((0.1, 0.1, 0.1))
+
+
+def test_episodes_are_summed_per_bin_and_windows_take_whole_bins():
+    scalars = {"charts/episodic_return": [(100, 1.0), (1999, 0.5), (2000, 0.0), (5000, 0.25)],
+               "charts/episodic_length": [(100, 10), (1999, 20), (2000, 360), (5000, 30)]}  # fmt: skip
+    bins = series.episode_bins(scalars, bin_width=2000)
+    assert bins["count"] == [2, 1, 1] and bins["return"] == [1.5, 0.0, 0.25] and bins["length"] == [30, 360, 30]
+    assert series.window_mean(bins, 0, 4000) == pytest.approx(0.5)  # (1 + 0.5 + 0) / 3
+    assert series.window_mean(bins, 2000, 6000, "length") == pytest.approx(195.0)
+    assert series.window_mean(bins, 1, 4000) == 0.0  # the bin starting at 0 is not inside
+    assert series.window_mean(bins, 0, 5999) == pytest.approx(0.5)  # the bin ending at 6,000 is not inside
+    assert math.isnan(series.window_mean(bins, 6000, 8000))
+
+
+def write_run(folder, method, seed, relearn_at, returns_after, finished=True):
+    """Two phases of 50 evaluations 1,000 steps apart, the change at 50,000: the changed views' loss
+    is 5 until `relearn_at` steps after the change, then 0.1; two episodes per evaluation."""
+    run_dir = folder / f"ColorDoorKey-6x6__{method}__{seed}__{1000 + seed}"
+    writer = SummaryWriter(run_dir)
+    rng = np.random.default_rng(seed)
+    for i in range(100):
+        step, phase = (i + 1) * 1000, int(i >= 50)
+        changed = 5.0 if phase and step - 50_000 < relearn_at else 0.1 + 0.01 * rng.random()
+        for tag, value in {"charts/phase": phase, "external_model/train_loss": changed, "external_model/eval_loss": changed,
+                           "external_model/eval_loss_changed": changed, "losses/entropy": 1 + rng.random()}.items():  # fmt: skip
+            writer.add_scalar(tag, value, step)
+        for _ in range(2):
+            ret = returns_after if phase else 0.9
+            writer.add_scalar("charts/episodic_return", ret + 0.01 * rng.random(), step)
+            writer.add_scalar("charts/episodic_length", int(rng.integers(10, 40)), step)
+    writer.close()
+    if finished:
+        (run_dir / "finished.json").write_text("{}")
+
+
+def analyse(*args):
+    return subprocess.run([sys.executable, "-m", "common.analyze", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+
+
+def test_the_tables_made_from_the_committed_series_are_those_made_from_the_event_files(tmp_path):
+    arms = {"ppo": (30_000, 0.9), "entropy": (20_000, 0.6), "interest": (12_000, 0.88)}
+    for method, (relearn, ret) in arms.items():
+        for seed in range(1, 5):
+            write_run(tmp_path / "runs", method, seed, relearn + 1000 * seed, ret)
+    made = subprocess.run([sys.executable, "-m", "common.series", str(tmp_path / "runs"), "--out",
+                           str(tmp_path / "s.jsonl.gz")], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    assert made.returncode == 0 and "12 finished runs" in made.stdout, made.stderr
+    flags = ["--baseline", "ppo", "--frontier", "ppo", "entropy", "--span", "1", "--changed-threshold", "1",
+             "--eval-threshold", "1", "--train-threshold", "1", "--reps", "300", "--task-window", "20000",
+             "--comparisons", "2"]  # fmt: skip
+    assert analyse(str(tmp_path / "runs"), *flags, "--out", str(tmp_path / "from_events")).returncode == 0
+    result = analyse(str(tmp_path / "s.jsonl.gz"), *flags)
+    assert result.returncode == 0, result.stderr
+    events = json.loads((tmp_path / "from_events/results.json").read_text())
+    committed = json.loads((tmp_path / "analysis/results.json").read_text())
+    for key in ("aggregates", "task", "frontier", "robustness", "curves", "runs"):
+        assert events[key] == committed[key], key
+
+    (interest,) = committed["frontier"]
+    primary = interest["readings"]["changed_adaptation"]
+    # phase 1 starts at its first logged step, 51,000; the loss falls at 50,000 + relearn: relearn - 1,000 steps
+    # after it; IQM over seeds 1-4 = the mean of seeds 2 and 3; the frontier from entropy (x ~0.605) to ppo (~0.905)
+    y = np.mean([12_000 + 1000 * s - 1000 for s in (2, 3)])
+    x = primary["x"]
+    f = np.interp(x, [0.605, 0.905], [np.mean([20_000 + 1000 * s - 1000 for s in (2, 3)]),
+                                      np.mean([30_000 + 1000 * s - 1000 for s in (2, 3)])])  # fmt: skip
+    assert primary["y"] == pytest.approx(y) and x == pytest.approx(0.885, abs=0.003)
+    assert primary["frontier"] == pytest.approx(f, rel=0.01) and primary["ratio"] == pytest.approx(y / f, rel=0.01)
+    assert primary["ci_corrected"][0] <= primary["ci"][0] <= primary["ratio"] <= primary["ci"][1] <= primary["ci_corrected"][1]
+    task = {(r["method"], r["phase"]): r for r in committed["task"]}
+    assert task[("ppo", 1)]["keeps_task"] is True and task[("entropy", 1)]["keeps_task"] is False
+    assert task[("interest", 1)]["keeps_task"] is False  # 0.885 against ppo's returns of 0.90-0.91: below its CI
+    assert task[("interest", 0)]["keeps_task"] is True  # all at 0.90-0.91 before the change
+    table = (tmp_path / "analysis/results.md").read_text()
+    assert "### Against the non-interest frontier (ppo, entropy)" in table and "97.5% CI" in table
+    assert (tmp_path / "analysis/frontier_ColorDoorKey-6x6_phase1.png").stat().st_size > 10_000
+
+
+def test_a_run_read_back_from_its_series_holds_the_float32_values_it_logged(tmp_path):
+    write_run(tmp_path, "m", 1, 10_000, 0.5)
+    (run,), _ = analyze.find_runs([tmp_path])
+    scalars = analyze.read_scalars(run.path)
+    rec = series.record(run, scalars)
+    series.write([rec], tmp_path / "s.jsonl.gz")
+    (back,) = series.read(tmp_path / "s.jsonl.gz")
+    for tag in ("external_model/eval_loss_changed", "external_model/train_loss"):
+        assert back["scalars"][tag] == scalars[tag]
+    assert back["scalars"]["charts/phase"] == [(1000, 0.0), (51000, 1.0)]  # where it changes
+    assert back["phases"] == rec["phases"] and back["episodes"] == rec["episodes"]
+
+
+def test_the_analysis_refuses_a_frontier_without_its_runs_or_a_baseline(tmp_path):
+    write_run(tmp_path, "ppo", 1, 10_000, 0.5)
+    cases = [(["--frontier", "nope", "--baseline", "ppo"], "error: --frontier: no runs of nope; methods: ppo"),
+             (["--frontier", "ppo"], "error: --frontier needs --baseline"),
+             (["--task-window", "0"], "error: --task-window, --comparisons and --robust-window must be at least 1")]
+    for flags, message in cases:
+        result = analyse(str(tmp_path), "--changed-threshold", "1", *flags)
+        assert result.returncode == 1 and result.stderr.startswith(message), result.stderr
