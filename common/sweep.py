@@ -12,7 +12,8 @@ label is the algorithm's name followed by its own arguments
 (`ppo_poi_ensemble-int-coef-0.1`), and the run folder is `<env>__<label>__<seed>__<time>`.
 
 A run whose folder holds the completion marker (common/runs.COMPLETION_MARKER) is skipped
-when the sweep is started again; a run that fails is recorded in `<out>/logs/<run>.failed.json`
+when the sweep is started again, and so is a run that a study's committed series holds as finished
+(`--done docs/results/<study>/series.jsonl.gz`: a study that spans machines goes on where it was); a run that fails is recorded in `<out>/logs/<run>.failed.json`
 (exit code and the tail of its log) while the others go on, and is tried again on the next
 start: from its checkpoint (`--resume <run folder>`) if it left one, as an interrupted or
 timed-out run does, else from the start. One Ctrl-C stops the sweep: the running runs get
@@ -102,6 +103,20 @@ def finished_run_dir(run: Run, out: Path) -> Path | None:
 def resumable_run_dir(run: Run, out: Path) -> Path | None:
     """The run folder of the latest attempt of `run` that stopped with a checkpoint, if any."""
     return attempt_with(run, out, CHECKPOINT, latest=True)
+
+
+def done_in_series(paths: list[Path]) -> dict[str, str]:
+    """{run key: where it finished} of the finished runs of series files (common.series)."""
+    from common.series import read
+
+    done = {}
+    for path in paths:
+        if not path.is_file():
+            raise ValueError(f"--done: no series file at {path}")
+        for rec in read(path):
+            if rec["finished"]:
+                done[f"{rec['env']}__{rec['method']}__{rec['seed']}"] = f"{path} ({rec['run']})"
+    return done
 
 
 def execute(command: tuple[str, ...], log_path: str, timeout: float | None, stop: threading.Event | None = None,
@@ -248,6 +263,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=os.cpu_count(), help="parallel runs (local; local Ray)")
     parser.add_argument("--ray-address", default=None, help="address of a running Ray cluster (default: start one)")
     parser.add_argument("--run-timeout", type=float, default=None, help="seconds after which a run is killed")
+    parser.add_argument("--done", nargs="+", type=Path, default=[],
+                        help="series files (common.series) whose finished runs are not run again")  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="print the commands and exit")
     return parser.parse_args(argv)
 
@@ -261,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.run_timeout is not None and args.run_timeout <= 0:
             raise ValueError(f"--run-timeout must be positive, got {args.run_timeout}")
         runs = plan_runs(args.algos, args.envs, args.seeds, shlex.split(args.extra), out)
+        done = done_in_series(args.done)
         if args.backend == "ray":
             try:
                 import ray  # noqa: F401
@@ -279,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                 "runs": [asdict(run) | {"key": run.key} for run in runs]}
     (out / "sweep.json").write_text(json.dumps(manifest, indent=2))
 
-    finished = {run: finished_run_dir(run, out) for run in runs}
+    finished = {run: done.get(run.key) or finished_run_dir(run, out) for run in runs}
     todo = [run for run in runs if finished[run] is None]
     for i, run in enumerate(todo):
         if (run_dir := resumable_run_dir(run, out)) is not None:

@@ -69,6 +69,21 @@ def test_sweep_skips_finished_runs_and_records_failed_ones(tmp_path):
     assert log.count("starting 2") == 2  # both attempts kept in the log
 
 
+def test_a_sweep_skips_the_runs_a_committed_series_holds_as_finished(tmp_path):
+    from common import series
+
+    done = {"run": "E__fake_algo__2__1002", "env": "E", "method": "fake_algo", "seed": 2, "finished": True,
+            "tags": {}, "episodes": {}, "phases": []}  # fmt: skip
+    series.write([done, {**done, "run": "E__fake_algo__3__1003", "seed": 3, "finished": False}], tmp_path / "s.jsonl.gz")
+    result = run_sweep(tmp_path, "--seeds", "1", "2", "3", "--workers", "1", "--done", str(tmp_path / "s.jsonl.gz"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"skip E__fake_algo__2: finished in {tmp_path / 's.jsonl.gz'} (E__fake_algo__2__1002)" in result.stdout
+    assert "done 3/3 (skipped 1)" in result.stdout  # seed 3 did not finish there: it runs
+    assert sorted(p.name.split("__")[2] for p in (tmp_path / "sw/runs").iterdir()) == ["1", "3"]
+    missing = run_sweep(tmp_path, "--seeds", "1", "--done", str(tmp_path / "nope.jsonl.gz"))
+    assert missing.returncode == 1 and missing.stderr.strip() == f"error: --done: no series file at {tmp_path / 'nope.jsonl.gz'}"
+
+
 def test_sweep_on_a_local_ray_instance(tmp_path):
     pytest.importorskip("ray")
     result = run_sweep(tmp_path, "--seeds", "1", "2", "--workers", "2", "--backend", "ray")
