@@ -355,9 +355,10 @@ def frontier_rows(runs: list[RunInfo], frontier: list[str], measure: str, span: 
     return rows
 
 
-def robustness_rows(runs: list[RunInfo], baseline: str, measure: str, span: int, robustness: Robustness,
-                    reps: int, seed: int) -> list[dict]:  # fmt: skip
-    """Per (env, phase after a change, method): every robustness reading against the baseline's."""
+def robustness_rows(runs: list[RunInfo], baseline: str, span: int, robustness: Robustness, reps: int, seed: int,
+                    comparisons: int) -> list[dict]:  # fmt: skip
+    """Per (env, phase after a change, method): every robustness reading against the baseline's, and the
+    pre-registered one's interval at 1 - 0.05 / comparisons too (a primary comparison against the baseline)."""
     groups = defaultdict(lambda: defaultdict(list))
     for run in runs:
         for phase in run.phases[1:]:
@@ -374,6 +375,8 @@ def robustness_rows(runs: list[RunInfo], baseline: str, measure: str, span: int,
                 base = [r[name] for r in by_method[baseline] if not math.isnan(r[name])]
                 point, low, high = versus(values, base, log=name.startswith("mean log10"), reps=reps, seed=seed)
                 row["readings"][name] = {"iqm": point, "low": low, "high": high}
+                if name == robustness.names(span)[1]:  # threshold x1 at the given span: the pre-registered reading
+                    row["corrected"] = versus(values, base, reps=reps, seed=seed, level=1 - 0.05 / comparisons)[1:]
             rows.append(row)
     return rows
 
@@ -626,13 +629,16 @@ def fair_test_markdown(task: list[dict], frontier_table: list[dict], robustness:
                 f"{r['ratio']:.3g} [{r['ci'][0]:.3g}, {r['ci'][1]:.3g}]" for r in row["readings"].values()) + " |")
     if robustness:
         names = list(robustness[0]["readings"])
+        corrected = 100 * (1 - 0.05 / settings["comparisons"])
         lines += ["", f"### Robustness: against {settings['baseline']}", "",
                   f"Ratio [95% CI] of each reading of the {settings['frontier_loss']} loss's re-learning to "
-                  f"{settings['baseline']}'s.", "",
-                  "| env | phase | method | " + " | ".join(names) + " |", "|-|-|-|" + "-|" * len(names)]  # fmt: skip
+                  f"{settings['baseline']}'s; the last column, the pre-registered reading's {corrected:g}% CI.", "",
+                  "| env | phase | method | " + " | ".join(names) + f" | {corrected:g}% CI |",
+                  "|-|-|-|" + "-|" * (len(names) + 1)]  # fmt: skip
         for row in robustness:
             lines.append(f"| {row['env']} | {row['phase']} | {row['method']} | "
-                         + " | ".join(cell(row["readings"][n]) for n in names) + " |")  # fmt: skip
+                         + " | ".join(cell(row["readings"][n]) for n in names)
+                         + " | [{:.3g}, {:.3g}] |".format(*row["corrected"]))  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -753,7 +759,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.frontier is not None:
         frontier_table = frontier_rows(usable, args.frontier, args.frontier_loss, args.span, robustness, args.reps,
                                        args.seed, args.comparisons)  # fmt: skip
-        robust = robustness_rows(usable, args.baseline, args.frontier_loss, args.span, robustness, args.reps, args.seed)
+        robust = robustness_rows(usable, args.baseline, args.span, robustness, args.reps, args.seed, args.comparisons)
         plots += plot_frontier(usable, args.frontier, frontier_table, args.frontier_loss, min(args.reps, 1000),
                                args.seed, out)  # fmt: skip
     results = {"settings": settings, "notes": notes, "aggregates": rows, "curves": curve_data, "curve_agreement": agreement,

@@ -132,6 +132,10 @@ def test_the_tables_made_from_the_committed_series_are_those_made_from_the_event
     assert task[("interest", 0)]["keeps_task"] is True  # all at 0.90-0.91 before the change
     table = (tmp_path / "analysis/results.md").read_text()
     assert "### Against the non-interest frontier (ppo, entropy)" in table and "97.5% CI" in table
+    against_ppo = {r["method"]: r for r in committed["robustness"]}["interest"]
+    pre_registered = against_ppo["readings"]["threshold x1, span 1"]
+    assert pre_registered["iqm"] == pytest.approx(y / np.mean([30_000 + 1000 * s - 1000 for s in (2, 3)]))
+    assert against_ppo["corrected"][0] <= pre_registered["low"] <= pre_registered["high"] <= against_ppo["corrected"][1]
     assert (tmp_path / "analysis/frontier_ColorDoorKey-6x6_phase1.png").stat().st_size > 10_000
 
 
