@@ -29,6 +29,13 @@ method's IQM of adaptation efficiency to the baseline's (below 1 = adapts faster
 baseline), its 95% CI from resampling both methods' runs. Writes `results.json`,
 `results.md` and PNG plots (curves with CI bands; normalised adaptation efficiency) to `--out`.
 Of several attempts of one run (a sweep started again), the finished one counts, else the latest.
+
+The fair test (docs/sweeps-and-analysis.md): per run and phase also the task along the phase (the mean
+return over the phase's last `--task-window` steps, and more), and whether each method keeps the
+baseline's task level; with `--frontier M ...` every other method against the non-interest frontier
+(common/frontier.py) and the robustness readings. A folder may also be a study's per-run series
+(common/series.py, `series.jsonl.gz`): the tables made from it are those made from the event files,
+which are read through the same encoding.
 """
 
 from __future__ import annotations
