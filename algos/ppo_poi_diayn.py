@@ -21,6 +21,7 @@ from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
 from common.checkpoint import env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
+from common.console import say
 from common.evaluate import save_policy
 from common.heldout import changed_share, heldout_set
 from common.checks import check_range
@@ -1144,7 +1145,7 @@ if __name__ == "__main__":
                 writer.add_scalar(f"skills/prob_{k}", skill_probs[k].item(), global_step)
                 writer.add_scalar(f"poi/skill_{k}", skill_poi[k].item(), global_step)
             mean_return = np.mean(iteration_returns) if iteration_returns else float("nan")
-            print(progress_line(global_step, args.total_timesteps, sps, mean_return, model_train_loss), flush=True)
+            say(progress_line(global_step, args.total_timesteps, sps, mean_return, model_train_loss))
             if args.checkpoint_every and (iteration % args.checkpoint_every == 0 or stop_requested()):
                 save_checkpoint(run_dir, args, stateful, loop_state())
             if stop_requested():
@@ -1160,7 +1161,7 @@ if __name__ == "__main__":
             ))  # fmt: skip
             torch.save(disc.state_dict(), run_dir / "discriminator.pt")
             save_args(args, run_dir / "args.json")
-            print(f"models saved to {run_dir}")
+            say(f"models saved to {run_dir}")
         writer.flush()
         mark_finished(run_dir, global_step, time.time() - start_time)
     except NonFinite as error:  # stopped before the update that would have used it

@@ -19,6 +19,7 @@ from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
 from common.checkpoint import env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
+from common.console import say
 from common.evaluate import save_policy
 from common.heldout import changed_share, heldout_set
 from common.checks import check_range
@@ -791,7 +792,7 @@ if __name__ == "__main__":
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", int(sps), global_step)
             mean_return = np.mean(iteration_returns) if iteration_returns else float("nan")
-            print(progress_line(global_step, args.total_timesteps, sps, mean_return, model_train_loss), flush=True)
+            say(progress_line(global_step, args.total_timesteps, sps, mean_return, model_train_loss))
             if args.checkpoint_every and (iteration % args.checkpoint_every == 0 or stop_requested()):
                 save_checkpoint(run_dir, args, stateful, loop_state())
             if stop_requested():
@@ -805,7 +806,7 @@ if __name__ == "__main__":
                 correct_key_color=phase_colors[-1] if phase_colors else None,
             ))  # fmt: skip
             save_args(args, run_dir / "args.json")
-            print(f"models saved to {run_dir}")
+            say(f"models saved to {run_dir}")
         writer.flush()
         mark_finished(run_dir, global_step, time.time() - start_time)
     except NonFinite as error:  # stopped before the update that would have used it

@@ -19,6 +19,7 @@ import tyro
 from torch.utils.tensorboard import SummaryWriter
 
 from common.checkpoint import env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
+from common.console import say
 from common.checks import check_range
 from common.evaluate import save_policy
 from common.runs import (
@@ -541,7 +542,7 @@ if __name__ == "__main__":
                         writer.add_scalar("losses/actor_loss", actor_loss.item(), global_step)
                 writer.add_scalar("charts/SPS", int(sps), global_step)
                 mean_return = np.mean(episode_returns) if episode_returns else float("nan")
-                print(progress_line(global_step, args.total_timesteps, sps, mean_return, fm_train_loss), flush=True)
+                say(progress_line(global_step, args.total_timesteps, sps, mean_return, fm_train_loss))
                 episode_returns = []
                 if args.checkpoint_every and (global_step % args.checkpoint_every == 0 or stop_requested()):
                     save_checkpoint(run_dir, args, stateful, loop_state())
@@ -553,7 +554,7 @@ if __name__ == "__main__":
             fm.save(run_dir / "forward_model.pt")
             save_policy(run_dir, actor, obs_dim, dict(env=args.env, observation="raw", noise="normal", noise_size=action_dim))
             save_args(args, run_dir / "args.json")
-            print(f"models saved to {run_dir}")
+            say(f"models saved to {run_dir}")
         writer.flush()
         mark_finished(run_dir, args.total_timesteps, time.time() - start_time)
     except NonFinite as error:  # stopped before the update that would have used it

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from common.checkpoint import CHECKPOINT
+from common.console import say
 
 
 COMPLETION_MARKER = "finished.json"
@@ -92,7 +93,7 @@ def interrupted(run_dir: Path, stop: BaseException) -> int:
         then = f"resume with: python {sys.argv[0]} --resume {run_dir}"
     else:
         then = f"{run_dir} keeps everything logged so far (no checkpoint)"
-    print(f"stopped by {how} (exit {code}); {then}", file=sys.stderr, flush=True)
+    say(f"stopped by {how} (exit {code}); {then}", sys.stderr)
     return code
 
 

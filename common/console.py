@@ -1,0 +1,20 @@
+"""Console output that a reader going away never stops: a run piped into `head -1`, or into a
+`tee` that Ctrl-C ended, goes on to its checkpoint and its clean exit."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def say(line: str, stream=None) -> None:
+    """Print `line` to `stream` (stdout by default) and flush it. If the reader has gone (EPIPE),
+    the stream's file descriptor goes to os.devnull: this and every later write, and the flush
+    at exit, are dropped instead of raising BrokenPipeError."""
+    stream = sys.stdout if stream is None else stream
+    try:
+        print(line, file=stream, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
