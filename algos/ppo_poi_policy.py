@@ -25,8 +25,8 @@ from common.evaluate import save_policy
 from common.heldout import changed_share, heldout_set
 from common.checks import check_range
 from common.runs import (
-    NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
-    raise_stop, save_args, stop_on_signals, stop_requested,
+    NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, open_run_dir, progress_line,
+    run_name, raise_stop, save_args, stop_on_signals, stop_requested,
 )
 from envs import (
     BatchedColorDoorKey, OneHotFlatObs, check_phase_schedule, is_color_door_key, key_colors, resolve_env_id,
@@ -550,6 +550,7 @@ if __name__ == "__main__":
         sys.exit(f"error: {error}")
     env_id = resolve_env_id(args.env)
     run_dir = Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
+    open_run_dir(run_dir)  # before anything is written into it
     if args.track:
         try:
             import wandb

@@ -23,8 +23,8 @@ from common.console import say
 from common.checks import check_range
 from common.evaluate import save_policy
 from common.runs import (
-    NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, progress_line, run_name,
-    raise_stop, save_args, stop_on_signals, stop_requested,
+    NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, open_run_dir, progress_line,
+    run_name, raise_stop, save_args, stop_on_signals, stop_requested,
 )
 from envs.continuous import check_continuous_env, make_continuous_env
 
@@ -349,6 +349,7 @@ if __name__ == "__main__":
     except ValueError as error:
         sys.exit(f"error: {error}")
     run_dir = Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
+    open_run_dir(run_dir)  # before anything is written into it
     if args.track:
         try:
             import wandb

@@ -1,10 +1,12 @@
-"""Run naming, hyperparameter logging, saving and the console progress line."""
+"""Run naming and locking, hyperparameter logging, saving and the console progress line."""
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import math
+import os
 import re
 import signal
 import sys
@@ -25,6 +27,38 @@ def run_name(env: str, exp_name: str, seed: int) -> str:
 
 RUN_NAME = re.compile(r"^(?P<env>.+?)__(?P<exp_name>.+)__(?P<seed>-?\d+)__(?P<time>\d+)$")
 """`run_name`'s format read back: groups env, exp_name, seed, time"""
+
+
+LOCK = ".lock"
+"""the lock file of a run folder or a sweep folder, held (flock) by the one process working in it"""
+
+_held_locks = []  # open lock files: each lock lasts until this process ends, when the kernel drops it
+
+
+def lock_folder(folder: Path) -> None:
+    """Hold `folder`'s lock for the rest of this process (the folder is created if need be). If
+    another process holds it: SystemExit with one line, and nothing is written into the folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = open(folder / LOCK, "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "?"
+        lock.close()
+        raise SystemExit(f"error: {folder} is in use by another process (pid {holder} holds {folder / LOCK}); "
+                         f"wait for it to end or stop it first") from None  # fmt: skip
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    _held_locks.append(lock)
+
+
+def open_run_dir(run_dir: Path) -> None:
+    """Lock the run folder before anything is written into it: two processes in one folder (two
+    --resume of one run, two new runs named in the same second) would mix their logs and checkpoints."""
+    lock_folder(run_dir)
 
 
 def mark_finished(run_dir: Path, global_step: int, seconds: float) -> None:

@@ -19,7 +19,8 @@ start: from its checkpoint (`--resume <run folder>`) if it left one, as an inter
 timed-out run does, else from the start. One Ctrl-C stops the sweep: the running runs get
 SIGTERM, write their checkpoints and stop; the queued ones do not start. Each run's output
 goes to `<out>/logs/<run>.log`; `<out>/sweep.json` lists the planned
-runs for the analysis (python -m common.analyze <out>).
+runs for the analysis (python -m common.analyze <out>). A sweep started on a folder that
+another sweep is working in (it holds `<out>/.lock`) exits with one line.
 
 Ray: every node must see this repository and `<out>` at the same paths (a shared file
 system), and have the requirements installed; each run asks Ray for one CPU.
@@ -43,7 +44,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from common.checkpoint import CHECKPOINT
-from common.runs import COMPLETION_MARKER, Terminated, stop_on_signals
+from common.runs import COMPLETION_MARKER, Terminated, lock_folder, stop_on_signals
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG_TAIL_LINES = 20
@@ -291,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(shlex.join(run.command) for run in runs))
         return 0
 
+    lock_folder(out)  # one sweep at a time in a folder: two would start the same runs twice
     (out / "logs").mkdir(parents=True, exist_ok=True)
     (out / "runs").mkdir(exist_ok=True)
     manifest = {"algos": args.algos, "envs": args.envs, "seeds": args.seeds, "extra": args.extra,

@@ -1,10 +1,16 @@
 """Runs that protect their data: a reader of their output that goes away, two processes in one
 folder, a checkpoint that cannot be read, a resume with the wrong file."""
 
+import contextlib
+import fcntl
+import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2", "--eval-steps", "64", "--env",
@@ -19,6 +25,55 @@ def start(tmp_path, *flags, script="ppo.py"):
 def only_run_dir(tmp_path):
     (run_dir,) = (tmp_path / "runs").iterdir()
     return run_dir
+
+
+def one_error_line(proc):
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    return lines[0]
+
+
+def snapshot(folder):
+    """Every file under `folder` with its size and modification time."""
+    return {p.relative_to(folder): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+@contextlib.contextmanager
+def held(*folders):
+    """Another process's locks on `folders` (flock on folder/.lock), for the time of the block."""
+    with contextlib.ExitStack() as stack:
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+            fcntl.flock(stack.enter_context(open(folder / ".lock", "a")), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory):
+    """A ppo.py run stopped by Ctrl-C in its third iteration, with a checkpoint every iteration
+    (checkpoint.pt and the one before it), and the same run uninterrupted: their run folders."""
+    base = tmp_path_factory.mktemp("stopped")
+    flags = [*TINY, "--total-timesteps", "1536", "--checkpoint-every", "1"]
+    for name in ("reference", "stopped"):
+        (base / name).mkdir()
+    reference, process = start(base / "reference", *flags), start(base / "stopped", *flags)
+    steps = 0
+    while steps < 2:
+        steps += process.stdout.readline().startswith("step")
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=120)
+    reference.communicate(timeout=120)
+    assert process.returncode == 130 and reference.returncode == 0
+    return only_run_dir(base / "stopped"), only_run_dir(base / "reference")
+
+
+def resume(run_dir, script="ppo.py"):
+    cmd = [sys.executable, str(ROOT / "algos" / script), "--resume", str(run_dir)]
+    return subprocess.run(cmd, cwd=run_dir.parent, capture_output=True, text=True, timeout=120)
+
+
+def copy_of(run_dir, tmp_path):
+    return Path(shutil.copytree(run_dir, tmp_path / run_dir.name))
 
 
 def test_a_run_piped_into_head_goes_on_to_its_end(tmp_path):
@@ -42,3 +97,47 @@ def test_ctrl_c_after_the_reader_went_away_still_writes_the_checkpoint(tmp_path)
     lines = err.strip().splitlines()
     assert process.wait(timeout=120) == 130 and len(lines) == 1 and "resume with:" in lines[0], err
     assert (only_run_dir(tmp_path) / "checkpoint.pt").is_file()
+
+
+def test_a_resume_in_a_folder_another_process_works_in_exits_with_one_line_and_writes_nothing(tmp_path, stopped):
+    run_dir = copy_of(stopped[0], tmp_path)
+    with held(run_dir):
+        before = snapshot(run_dir)
+        assert "is in use by another process" in one_error_line(resume(run_dir))
+        assert snapshot(run_dir) == before
+
+
+def test_two_resumes_of_one_run_at_once(tmp_path, stopped):
+    run_dir = copy_of(stopped[0], tmp_path)
+    first = subprocess.Popen([sys.executable, str(ROOT / "algos/ppo.py"), "--resume", str(run_dir)], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    first.stdout.readline()  # it holds the folder
+    first.send_signal(signal.SIGSTOP)  # and keeps it while the second one starts
+    try:
+        assert "is in use by another process" in one_error_line(resume(run_dir))
+    finally:
+        first.send_signal(signal.SIGCONT)
+    first.communicate(timeout=120)
+    assert first.returncode == 0 and (run_dir / "finished.json").is_file()
+
+
+def test_a_new_run_named_like_a_folder_in_use_writes_nothing_there(tmp_path):
+    """Two runs of one env and seed started in the same second get the same folder name."""
+    now = int(time.time())
+    folders = [tmp_path / "runs" / f"ColorDoorKey-6x6__ppo__1__{t}" for t in range(now, now + 90)]
+    with held(*folders):
+        proc = subprocess.run([sys.executable, str(ROOT / "algos/ppo.py"), "--runs-dir", str(tmp_path / "runs"),
+                               *TINY, "--total-timesteps", "256"], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+    assert "is in use by another process" in one_error_line(proc)
+    assert sorted(tmp_path.rglob("*")) == sorted([*folders, *(f / ".lock" for f in folders), tmp_path / "runs"])
+
+
+def test_a_second_sweep_on_a_folder_exits_with_one_line_and_writes_nothing(tmp_path):
+    (tmp_path / "noop.py").write_text("")
+    out = tmp_path / "sweep"
+    with held(out):
+        proc = subprocess.run([sys.executable, "-m", "common.sweep", "--algos", str(tmp_path / "noop.py"), "--out",
+                               str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert "is in use by another process" in one_error_line(proc)
+    assert [p.name for p in out.iterdir()] == [".lock"]
