@@ -56,9 +56,11 @@ def lock_folder(folder: Path) -> None:
 
 
 def open_run_dir(run_dir: Path) -> None:
-    """Lock the run folder before anything is written into it: two processes in one folder (two
-    --resume of one run, two new runs named in the same second) would mix their logs and checkpoints."""
+    """Lock the run folder before anything is written into it (two processes in one folder, two
+    --resume of one run or two new runs named in the same second, would mix their logs and
+    checkpoints), and say where the run is."""
     lock_folder(run_dir)
+    say(f"run folder: {run_dir}")
 
 
 def mark_finished(run_dir: Path, global_step: int, seconds: float) -> None:
@@ -66,6 +68,7 @@ def mark_finished(run_dir: Path, global_step: int, seconds: float) -> None:
     checkpoint goes (--save-model keeps the agent and the external model)."""
     (run_dir / COMPLETION_MARKER).write_text(json.dumps({"global_step": global_step, "seconds": round(seconds, 1)}))
     (run_dir / CHECKPOINT).unlink(missing_ok=True)
+    say(f"finished: run folder {run_dir}")
 
 
 def hparams_markdown(args) -> str:

@@ -58,6 +58,7 @@ def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, scri
     script = script.split()[0]  # a key may name flags after the file, for a variant with state of its own
     reference = start(script, tmp_path / "reference", *flags)
     interrupted = start(script, tmp_path / "interrupted", *flags)
+    assert interrupted.stdout.readline().startswith("run folder: ")
     assert interrupted.stdout.readline().startswith("step")  # one iteration logged: stop in the second
     interrupted.send_signal(signal.SIGINT)
     _, err = interrupted.communicate(timeout=120)

@@ -79,11 +79,12 @@ def copy_of(run_dir, tmp_path):
 def test_a_run_piped_into_head_goes_on_to_its_end(tmp_path):
     """`python algos/ppo.py | head -1`: after the first line nobody reads; the run finishes, exit 0, no traceback."""
     process = start(tmp_path, *TINY, "--total-timesteps", "640")
-    process.stdout.readline()
+    first = process.stdout.readline()
     process.stdout.close()  # head exits
     err = process.stderr.read()
     assert process.wait(timeout=120) == 0 and err == "", err
-    assert (only_run_dir(tmp_path) / "finished.json").is_file()
+    run_dir = only_run_dir(tmp_path)
+    assert first == f"run folder: {run_dir}\n" and (run_dir / "finished.json").is_file()
 
 
 def test_ctrl_c_after_the_reader_went_away_still_writes_the_checkpoint(tmp_path):
@@ -111,14 +112,15 @@ def test_two_resumes_of_one_run_at_once(tmp_path, stopped):
     run_dir = copy_of(stopped[0], tmp_path)
     first = subprocess.Popen([sys.executable, str(ROOT / "algos/ppo.py"), "--resume", str(run_dir)], cwd=tmp_path,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    first.stdout.readline()  # it holds the folder
+    assert first.stdout.readline() == f"run folder: {run_dir}\n"  # it holds the folder
     first.send_signal(signal.SIGSTOP)  # and keeps it while the second one starts
     try:
         assert "is in use by another process" in one_error_line(resume(run_dir))
     finally:
         first.send_signal(signal.SIGCONT)
-    first.communicate(timeout=120)
+    out, _ = first.communicate(timeout=120)
     assert first.returncode == 0 and (run_dir / "finished.json").is_file()
+    assert out.splitlines()[-1] == f"finished: run folder {run_dir}"
 
 
 def test_a_new_run_named_like_a_folder_in_use_writes_nothing_there(tmp_path):

@@ -41,7 +41,10 @@ def test_default_env_logs_design_metrics_and_changes_phase(tmp_path):
     phases = dict(scalars["charts/phase"])
     assert phases[1024] == 0 and phases[2048] == 1  # the default change sits at the midpoint
     assert len(scalars["external_model/train_loss"]) == 8
-    assert len(proc.stdout.strip().splitlines()) == 8  # one console line per iteration
+    lines = proc.stdout.strip().splitlines()
+    run_dir = only_run_dir(tmp_path)
+    assert lines[0] == f"run folder: {run_dir}" and lines[-1] == f"finished: run folder {run_dir}"
+    assert len(lines) == 10  # and one console line per iteration
     assert "SPS" in proc.stdout and "model loss" in proc.stdout and "left" in proc.stdout
 
 
@@ -257,6 +260,7 @@ def test_a_terminated_run_exits_with_one_line_and_keeps_its_logs(tmp_path, signa
     cmd = [sys.executable, str(ROOT / "algos/ppo.py"), "--runs-dir", str(tmp_path / "runs"), *SMALL, "--env",
            "ColorDoorKey-6x6", "--model-target", "key_distance", "--total-timesteps", "10000000"]  # fmt: skip
     process = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline().startswith("run folder: ")
     for _ in range(3):  # three iterations logged
         assert process.stdout.readline().startswith("step")
     process.send_signal(getattr(signal, signal_name))
