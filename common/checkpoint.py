@@ -13,14 +13,21 @@ import dataclasses
 import os
 import pickle
 import random
+import sys
 from pathlib import Path
 
 import cloudpickle
 import numpy as np
 import torch
 
+from common.console import say
+
 CHECKPOINT = "checkpoint.pt"
 """the checkpoint's file name in a run folder; a finished run has none (common.runs.mark_finished removes it)"""
+PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"
+"""the checkpoint before the last one, read when the last one cannot be"""
+UNREADABLE = (EOFError, OSError, RuntimeError, pickle.UnpicklingError)
+"""what torch.load raises on a file cut short or damaged"""
 
 
 def env_state(envs) -> bytes:
@@ -40,25 +47,54 @@ def set_env_state(envs, state: bytes) -> None:
 
 def save_checkpoint(run_dir: Path, args, stateful: dict, values: dict) -> None:
     """Write run_dir/checkpoint.pt: `stateful` objects by their state dict (or a generator's
-    state), `values` as they are. Written to a temporary file first, so that a crash while
-    writing keeps the previous checkpoint."""
+    state), `values` as they are. Written to a temporary file, synced to disk and renamed over
+    the last one, which stays as checkpoint.prev.pt (a hard link: checkpoint.pt never goes
+    missing): a crash while writing keeps the last one, and a last one that cannot be read (a
+    full disk, a power cut) the one before."""
     state = {name: obj.state_dict() if hasattr(obj, "state_dict") else obj.get_state()
              for name, obj in stateful.items()}  # fmt: skip
     rng = dict(python=random.getstate(), numpy=np.random.get_state(), torch=torch.get_rng_state())
-    path = Path(run_dir) / CHECKPOINT
-    torch.save(dict(args=args, stateful=state, values=values, rng=rng), path.with_suffix(".tmp"))
-    os.replace(path.with_suffix(".tmp"), path)
+    run_dir = Path(run_dir)
+    path, new, previous = run_dir / CHECKPOINT, run_dir / "checkpoint.tmp", run_dir / "checkpoint.prev.tmp"
+    with open(new, "wb") as file:
+        torch.save(dict(args=args, stateful=state, values=values, rng=rng), file)
+        file.flush()
+        os.fsync(file.fileno())
+    if path.is_file():
+        previous.unlink(missing_ok=True)
+        os.link(path, previous)
+        os.replace(previous, run_dir / PREVIOUS_CHECKPOINT)
+    os.replace(new, path)
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0].split(". ")[0] if text else type(error).__name__
 
 
 def read_checkpoint(args) -> dict:
-    """`args.resume`'s checkpoint, its arguments in place of `args`' (with `resume` kept).
-    Raises ValueError if there is none, or if a flag given with --resume differs from the
-    run's own (a flag left at its default is not given: a sweep may repeat the run's command)."""
-    path = Path(args.resume) / CHECKPOINT
+    """`args.resume`'s checkpoint, its arguments in place of `args`' (with `resume` kept); the one
+    before it, with a warning, if the last one cannot be read. Raises ValueError if there is
+    none, if neither can be read, or if a flag given with --resume differs from the run's own
+    (a flag left at its default is not given: a sweep may repeat the run's command)."""
+    run_dir = Path(args.resume)
+    path, previous = run_dir / CHECKPOINT, run_dir / PREVIOUS_CHECKPOINT
     if not path.is_file():
         raise ValueError(f"--resume {args.resume}: no {CHECKPOINT} there (a run writes one every --checkpoint-every "
                          f"iterations and deletes it when it finishes)")  # fmt: skip
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    except UNREADABLE as error:
+        if not previous.is_file():
+            raise ValueError(f"--resume {args.resume}: {CHECKPOINT} cannot be read ({first_line(error)}) and there "
+                             f"is no {PREVIOUS_CHECKPOINT}") from None  # fmt: skip
+        try:
+            checkpoint = torch.load(previous, map_location="cpu", weights_only=False)
+        except UNREADABLE as previous_error:
+            raise ValueError(f"--resume {args.resume}: neither {CHECKPOINT} ({first_line(error)}) nor "
+                             f"{PREVIOUS_CHECKPOINT} ({first_line(previous_error)}) can be read") from None  # fmt: skip
+        say(f"warning: {path} cannot be read ({first_line(error)}); resuming from {previous}, the checkpoint before "
+            f"it (step {checkpoint['values']['global_step']})", sys.stderr)  # fmt: skip
     saved, defaults = checkpoint["args"], type(args)()
     for field in dataclasses.fields(args):
         given = getattr(args, field.name)

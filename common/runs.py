@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from common.checkpoint import CHECKPOINT
+from common.checkpoint import CHECKPOINT, PREVIOUS_CHECKPOINT
 from common.console import say
 
 
@@ -65,9 +65,10 @@ def open_run_dir(run_dir: Path) -> None:
 
 def mark_finished(run_dir: Path, global_step: int, seconds: float) -> None:
     """Last act of a run that reached its end (after its event files are flushed); its
-    checkpoint goes (--save-model keeps the agent and the external model)."""
+    checkpoints go (--save-model keeps the agent and the external model)."""
     (run_dir / COMPLETION_MARKER).write_text(json.dumps({"global_step": global_step, "seconds": round(seconds, 1)}))
     (run_dir / CHECKPOINT).unlink(missing_ok=True)
+    (run_dir / PREVIOUS_CHECKPOINT).unlink(missing_ok=True)
     say(f"finished: run folder {run_dir}")
 
 

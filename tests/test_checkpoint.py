@@ -156,3 +156,30 @@ def test_resume_refuses_a_checkpoint_from_another_version_in_one_line(tmp_path):
     assert message.startswith("error: the checkpoint's agent does not fit") and "\n" not in message
     assert "size mismatch" in message or "Unexpected key" in message
     restore_checkpoint(checkpoint, dict(agent=Agent(980, 7)), torch.device("cpu"))  # the same version loads
+
+
+def test_the_checkpoint_before_the_last_is_kept_and_read_when_the_last_cannot_be(tmp_path, capsys):
+    from algos.ppo import Args
+    from common.checkpoint import PREVIOUS_CHECKPOINT, read_checkpoint, save_checkpoint
+
+    save_checkpoint(tmp_path, Args(), {}, dict(global_step=1))
+    assert [p.name for p in tmp_path.iterdir()] == [CHECKPOINT]
+    save_checkpoint(tmp_path, Args(), {}, dict(global_step=2))
+    assert {p.name for p in tmp_path.iterdir()} == {CHECKPOINT, PREVIOUS_CHECKPOINT}
+    assert read_checkpoint(Args(resume=str(tmp_path)))["values"]["global_step"] == 2
+    assert capsys.readouterr().err == ""
+    data = (tmp_path / CHECKPOINT).read_bytes()
+    for length in (0, 10, len(data) // 2, len(data) - 10):  # cut short anywhere
+        (tmp_path / CHECKPOINT).write_bytes(data[:length])
+        assert read_checkpoint(Args(resume=str(tmp_path)))["values"]["global_step"] == 1
+        (warning,) = capsys.readouterr().err.splitlines()
+        assert warning.startswith(f"warning: {tmp_path / CHECKPOINT} cannot be read (") and "(step 1)" in warning
+
+    (tmp_path / PREVIOUS_CHECKPOINT).write_bytes(b"")
+    with pytest.raises(ValueError, match="neither checkpoint.pt .* nor checkpoint.prev.pt .* can be read") as error:
+        read_checkpoint(Args(resume=str(tmp_path)))
+    (tmp_path / PREVIOUS_CHECKPOINT).unlink()
+    with pytest.raises(ValueError, match="checkpoint.pt cannot be read .* and there is no checkpoint.prev.pt") as other:
+        read_checkpoint(Args(resume=str(tmp_path)))
+    assert "\n" not in str(error.value) + str(other.value)
+

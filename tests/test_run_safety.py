@@ -143,3 +143,28 @@ def test_a_second_sweep_on_a_folder_exits_with_one_line_and_writes_nothing(tmp_p
                                str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert "is in use by another process" in one_error_line(proc)
     assert [p.name for p in out.iterdir()] == [".lock"]
+
+
+def test_a_resume_from_a_cut_short_checkpoint_goes_on_from_the_one_before(tmp_path, stopped):
+    from common.tb import read_scalars
+
+    run_dir = copy_of(stopped[0], tmp_path)
+    checkpoint = run_dir / "checkpoint.pt"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:5000])
+    proc = resume(run_dir)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 0 and len(lines) == 1 and lines[0].startswith(f"warning: {checkpoint} cannot be read")
+    assert (run_dir / "finished.json").is_file() and not list(run_dir.glob("checkpoint*"))
+    scalars, reference = read_scalars(run_dir), read_scalars(stopped[1])
+    scalars.pop("charts/SPS"), reference.pop("charts/SPS")
+    assert scalars == reference
+
+
+def test_a_resume_with_no_readable_checkpoint_exits_with_one_line_and_writes_nothing(tmp_path, stopped):
+    run_dir = copy_of(stopped[0], tmp_path)
+    for name in ("checkpoint.pt", "checkpoint.prev.pt"):
+        (run_dir / name).write_bytes((run_dir / name).read_bytes()[:5000])
+    before = snapshot(run_dir)
+    assert "neither checkpoint.pt" in one_error_line(resume(run_dir))
+    assert snapshot(run_dir) == before
+
