@@ -10,6 +10,7 @@ the run's arguments and the global random states of python, numpy and torch. It 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import pickle
 import random
@@ -47,17 +48,17 @@ def set_env_state(envs, state: bytes) -> None:
 
 def save_checkpoint(run_dir: Path, args, stateful: dict, values: dict) -> None:
     """Write run_dir/checkpoint.pt: `stateful` objects by their state dict (or a generator's
-    state), `values` as they are. Written to a temporary file, synced to disk and renamed over
-    the last one, which stays as checkpoint.prev.pt (a hard link: checkpoint.pt never goes
-    missing): a crash while writing keeps the last one, and a last one that cannot be read (a
-    full disk, a power cut) the one before."""
+    state), `values` as they are, and the name of the algorithm file. Written to a temporary
+    file, synced to disk and renamed over the last one, which stays as checkpoint.prev.pt (a
+    hard link: checkpoint.pt never goes missing): a crash while writing keeps the last one, and
+    a last one that cannot be read (a full disk, a power cut) the one before."""
     state = {name: obj.state_dict() if hasattr(obj, "state_dict") else obj.get_state()
              for name, obj in stateful.items()}  # fmt: skip
     rng = dict(python=random.getstate(), numpy=np.random.get_state(), torch=torch.get_rng_state())
     run_dir = Path(run_dir)
     path, new, previous = run_dir / CHECKPOINT, run_dir / "checkpoint.tmp", run_dir / "checkpoint.prev.tmp"
     with open(new, "wb") as file:
-        torch.save(dict(args=args, stateful=state, values=values, rng=rng), file)
+        torch.save(dict(file=algorithm_file(args), args=args, stateful=state, values=values, rng=rng), file)
         file.flush()
         os.fsync(file.fileno())
     if path.is_file():
@@ -65,6 +66,11 @@ def save_checkpoint(run_dir: Path, args, stateful: dict, values: dict) -> None:
         os.link(path, previous)
         os.replace(previous, run_dir / PREVIOUS_CHECKPOINT)
     os.replace(new, path)
+
+
+def algorithm_file(args) -> str:
+    """The name of the file that defines `args`' class: the algorithm file of the run."""
+    return Path(inspect.getfile(type(args))).name
 
 
 def first_line(error: BaseException) -> str:
@@ -75,8 +81,9 @@ def first_line(error: BaseException) -> str:
 def read_checkpoint(args) -> dict:
     """`args.resume`'s checkpoint, its arguments in place of `args`' (with `resume` kept); the one
     before it, with a warning, if the last one cannot be read. Raises ValueError if there is
-    none, if neither can be read, or if a flag given with --resume differs from the run's own
-    (a flag left at its default is not given: a sweep may repeat the run's command)."""
+    none, if neither can be read, if another algorithm file wrote it (checked before anything is
+    written into the run folder), or if a flag given with --resume differs from the run's own (a
+    flag left at its default is not given: a sweep may repeat the run's command)."""
     run_dir = Path(args.resume)
     path, previous = run_dir / CHECKPOINT, run_dir / PREVIOUS_CHECKPOINT
     if not path.is_file():
@@ -95,6 +102,10 @@ def read_checkpoint(args) -> dict:
                              f"{PREVIOUS_CHECKPOINT} ({first_line(previous_error)}) can be read") from None  # fmt: skip
         say(f"warning: {path} cannot be read ({first_line(error)}); resuming from {previous}, the checkpoint before "
             f"it (step {checkpoint['values']['global_step']})", sys.stderr)  # fmt: skip
+    written_by = checkpoint.get("file", algorithm_file(args))  # checkpoints from before the name was kept: not checked
+    if written_by != algorithm_file(args):
+        raise ValueError(f"--resume {args.resume}: a run of {written_by}, not of {algorithm_file(args)}: resume it with "
+                         f"{written_by}")  # fmt: skip
     saved, defaults = checkpoint["args"], type(args)()
     for field in dataclasses.fields(args):
         given = getattr(args, field.name)

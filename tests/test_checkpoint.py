@@ -183,3 +183,11 @@ def test_the_checkpoint_before_the_last_is_kept_and_read_when_the_last_cannot_be
         read_checkpoint(Args(resume=str(tmp_path)))
     assert "\n" not in str(error.value) + str(other.value)
 
+
+def test_resume_refuses_a_checkpoint_of_another_file(tmp_path):
+    from algos import ppo, ppo_poi_grad
+    from common.checkpoint import read_checkpoint, save_checkpoint
+
+    save_checkpoint(tmp_path, ppo.Args(), {}, dict(global_step=0))
+    with pytest.raises(ValueError, match="a run of ppo.py, not of ppo_poi_grad.py"):
+        read_checkpoint(ppo_poi_grad.Args(resume=str(tmp_path)))

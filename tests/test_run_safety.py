@@ -168,3 +168,9 @@ def test_a_resume_with_no_readable_checkpoint_exits_with_one_line_and_writes_not
     assert "neither checkpoint.pt" in one_error_line(resume(run_dir))
     assert snapshot(run_dir) == before
 
+
+def test_a_resume_with_another_file_exits_with_one_line_and_writes_nothing(tmp_path, stopped):
+    run_dir = copy_of(stopped[0], tmp_path)
+    before = snapshot(run_dir)
+    assert "a run of ppo.py, not of ppo_poi_grad.py" in one_error_line(resume(run_dir, script="ppo_poi_grad.py"))
+    assert snapshot(run_dir) == before
