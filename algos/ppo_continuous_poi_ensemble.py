@@ -19,7 +19,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from common.checkpoint import env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
 from common.console import say
-from common.checks import check_range
+from common.checks import check_range, note_whole_batches
 from common.evaluate import save_policy
 from common.runs import (
     NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, open_run_dir, progress_line,
@@ -383,6 +383,7 @@ if __name__ == "__main__":
         sys.exit(f"error: {error}")
     run_dir = Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
     open_run_dir(run_dir)  # before anything is written into it
+    note_whole_batches(args.total_timesteps, args.batch_size)
     if args.track:
         try:
             import wandb

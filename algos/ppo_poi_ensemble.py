@@ -23,7 +23,7 @@ from common.checkpoint import env_state, read_checkpoint, restore_checkpoint, sa
 from common.console import say
 from common.evaluate import save_policy
 from common.heldout import changed_share, heldout_set
-from common.checks import check_range
+from common.checks import check_range, note_whole_batches
 from common.runs import (
     NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, open_run_dir, progress_line,
     run_name, raise_stop, save_args, stop_on_signals, stop_requested,
@@ -549,6 +549,7 @@ if __name__ == "__main__":
     env_id = resolve_env_id(args.env)
     run_dir = Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
     open_run_dir(run_dir)  # before anything is written into it
+    note_whole_batches(args.total_timesteps, args.batch_size)
     if args.track:
         try:
             import wandb

@@ -136,3 +136,13 @@ def test_progress_interest_auto_follows_the_target(target, given, resolved):
     args = module.Args(env="MiniGrid-Empty-5x5-v0")  # no info there: the forward model, so progress
     module.check_args(args)
     assert (args.model_target, args.interest) == ("forward", "progress")
+
+
+def test_a_total_that_is_not_a_whole_number_of_batches_is_noted_in_one_line(capsys):
+    from common.checks import note_whole_batches
+
+    note_whole_batches(20000, 2048)
+    assert capsys.readouterr().err == ("note: --total-timesteps 20000 is not a whole number of batches of 2048: the run "
+                                       "takes 18432 steps (9 iterations)\n")  # fmt: skip
+    note_whole_batches(20480, 2048)
+    assert capsys.readouterr().err == ""

@@ -258,7 +258,7 @@ def test_a_terminated_run_exits_with_one_line_and_keeps_its_logs(tmp_path, signa
     import signal
 
     cmd = [sys.executable, str(ROOT / "algos/ppo.py"), "--runs-dir", str(tmp_path / "runs"), *SMALL, "--env",
-           "ColorDoorKey-6x6", "--model-target", "key_distance", "--total-timesteps", "10000000"]  # fmt: skip
+           "ColorDoorKey-6x6", "--model-target", "key_distance", "--total-timesteps", "10240000"]  # fmt: skip
     process = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stdout.readline().startswith("run folder: ")
     for _ in range(3):  # three iterations logged
