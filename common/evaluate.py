@@ -156,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.episodes <= 0:
             raise ValueError(f"--episodes must be positive, got {args.episodes}")
+        if not run_dir.is_dir():
+            raise ValueError(f"no run folder {run_dir}")
         if not (run_dir / POLICY).is_file() or not (run_dir / POLICY_META).is_file():
             raise ValueError(f"no {POLICY} and {POLICY_META} in {run_dir}: "
                              "run the algorithm with --save-model to the end")

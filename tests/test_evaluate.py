@@ -109,9 +109,12 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path):
     assert other.returncode == 1 and other.stderr.strip() == "error: --key-color needs a ColorDoorKey run"
 
 
-@pytest.mark.parametrize("flags, message", [([], "no policy.pt2"), (["--episodes", "0"], "--episodes must be positive")])
-def test_evaluate_rejects_bad_input_with_one_line(tmp_path, flags, message):
-    cli = subprocess.run([sys.executable, "-m", "common.evaluate", str(tmp_path), *flags], cwd=ROOT,
+@pytest.mark.parametrize("folder, flags, message", [
+    (".", [], "no policy.pt2"), (".", ["--episodes", "0"], "--episodes must be positive"),
+    ("nope", [], "error: no run folder {tmp_path}/nope"),
+])  # fmt: skip
+def test_evaluate_rejects_bad_input_with_one_line(tmp_path, folder, flags, message):
+    cli = subprocess.run([sys.executable, "-m", "common.evaluate", str(tmp_path / folder), *flags], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     lines = cli.stderr.strip().splitlines()
-    assert cli.returncode == 1 and len(lines) == 1 and message in lines[0], cli.stderr
+    assert cli.returncode == 1 and len(lines) == 1 and message.format(tmp_path=tmp_path) in lines[0], cli.stderr
