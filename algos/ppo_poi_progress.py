@@ -143,13 +143,18 @@ class Args:
     """transitions the buffer of --model-data uniform holds (the most recent; 16 rollouts at the default sizes)"""
 
     # POI arguments
-    interest: Literal["auto", "error", "progress", "noise"] = "auto"
-    """error: a transition's loss before the model's update on the rollout (surprise); progress: its loss under a
-    lagged copy of the model minus its loss under the model (learning progress, Kim et al. 2020); noise: a control,
+    interest: Literal["auto", "error", "excess", "progress", "noise"] = "auto"
+    """error: a transition's loss before the model's update on the rollout (surprise); excess (needs
+    --model-gaussian): its squared error in excess of the variance the model predicts for it, before the update (what
+    the model gets wrong beyond the noise it knows of); progress: its loss under a lagged copy of the model minus its
+    loss under the model (learning progress, Kim et al. 2020); noise: a control,
     a uniform draw in [0, 1) for every transition, which says nothing about the model or the data; auto: error for an
     info target, progress for the forward model (whose error stays high where the partial view cannot show the outcome)"""
     progress_tau: float = 0.05
     """per rollout, the weight of the model's new weights in the lagged copy (it lags by about 1 / tau rollouts)"""
+    progress_lag: int = 0
+    """progress against the model as it was this many rollouts ago (a snapshot: it reacts within that many rollouts);
+    0: against the --progress-tau lagged copy"""
     int_coef: float = 1.0
     """weight of the intrinsic advantages (each kind normalised per minibatch; the weights mix as shares of their sum)"""
     ext_coef: float = 2.0
@@ -205,6 +210,7 @@ def check_args(args: Args) -> None:
     check_range(args, "int_scale_decay", 0.0, 1.0, high_open=True)
     check_range(args, "int_after_return", 0.0)
     check_range(args, "progress_tau", 0.0, 1.0, low_open=True)
+    check_range(args, "progress_lag", 0)
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
         raise ValueError(
@@ -220,6 +226,8 @@ def check_args(args: Args) -> None:
         args.model_target = "key_distance" if is_color_door_key(env_id) else "forward"
     if args.interest == "auto":  # each target's interest that kept the task in the interest study
         args.interest = "progress" if args.model_target == "forward" else "error"
+    if args.interest == "excess" and not args.model_gaussian:
+        raise ValueError("--interest excess needs --model-gaussian (the variance it subtracts is the model's)")
     if is_color_door_key(env_id):
         if args.change_steps is None:  # one phase per colour, evenly spaced
             n = len(args.correct_key_colors)
@@ -545,16 +553,51 @@ class LaggedModel:
             lagged.lerp_(current, self.tau)
 
 
+class SnapshotModel:
+    """The model as it was `lag` updates ago (the oldest kept while fewer have been made): learning
+    progress over a window of whole rollouts, which reacts to a change within `lag` rollouts, where the
+    exponential average of LaggedModel spreads it over ~1 / tau (and a tau large enough to react fast
+    leaves little difference to measure). On white noise both models err alike in expectation."""
+
+    def __init__(self, model, lag):
+        self.model = copy.deepcopy(model).requires_grad_(False)
+        self.states = deque([copy.deepcopy(model.state_dict())], maxlen=lag)
+
+    @torch.no_grad()
+    def update(self, model):
+        self.states.append(copy.deepcopy(model.state_dict()))
+        self.model.load_state_dict(self.states[0])
+
+
+def excess_errors(model, obs, actions, targets, inverse=None):
+    """Each transition's squared error in excess of the variance the Gaussian model predicts for it,
+    averaged over output dimensions (dropout off): on a target's unpredictable part the model learns
+    the noise as variance and this is 0 in expectation; where the world changed it is not. Not clipped
+    at 0: a noisy transition's excess is as often below 0 as above, and clipping would pay for noise."""
+    was_training = model.training
+    model.eval()
+    mean, log_std = model(obs, actions)
+    model.train(was_training)
+    if inverse is not None:
+        mean, log_std = mean[inverse], log_std[inverse]
+    return ((targets - mean) ** 2 - (2 * log_std).exp()).mean(-1)
+
+
 def interest_values(interest, model, lagged, obs, actions, targets, inverse=None, loss_before=None, generator=None):
     """Interest of each transition from its observed target. progress: loss under the lagged
     copy minus loss under the model (positive where the model has just learned something; it
-    rises after a change of the world, while the model re-learns); error: `loss_before`, the
-    loss before the model's update on these transitions, or the model's loss when not given; noise:
-    uniform draws from `generator`, independent of everything else (a control)."""
+    rises after a change of the world, while the model re-learns); error, excess: `loss_before`, the
+    value before the model's update on these transitions, or the model's now when not given (the
+    loss; the squared error beyond the predicted variance); noise: uniform draws from `generator`,
+    independent of everything else (a control)."""
     if interest == "noise":
         return torch.rand(len(targets), generator=generator, device=targets.device)
+    if interest in ("error", "excess") and loss_before is not None:
+        return loss_before
     if interest == "error":
-        return transition_losses(model, obs, actions, targets, inverse) if loss_before is None else loss_before
+        return transition_losses(model, obs, actions, targets, inverse)
+    if interest == "excess":
+        return excess_errors(model, obs, actions, targets, inverse)
     return transition_losses(lagged.model, obs, actions, targets, inverse) - transition_losses(model, obs, actions, targets, inverse)
 
 
@@ -674,7 +717,7 @@ if __name__ == "__main__":
     )
     model = model.to(device)
     model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
-    lagged = LaggedModel(model, args.progress_tau)
+    lagged = SnapshotModel(model, args.progress_lag) if args.progress_lag else LaggedModel(model, args.progress_tau)
     if args.model_data == "uniform":  # the replay file's buffer and training, drawn uniformly
         replay = ReplayBuffer(args.replay_size, obs_dim, obs_dim if args.model_target == "forward" else 1, device)
     else:
@@ -791,7 +834,8 @@ if __name__ == "__main__":
 
             # EXTERNAL MODEL LOGIC: train on this rollout's transitions (or from the buffer), evaluate on the held-out set
             b_model_data = obs.reshape(-1, obs_dim), actions.reshape(-1), targets.reshape(-1, targets.shape[-1])
-            loss_before = transition_losses(model, *b_model_data) if args.interest == "error" else None
+            before_update = args.interest in ("error", "excess")  # the interest of what the model has not yet seen
+            loss_before = interest_values(args.interest, model, lagged, *b_model_data) if before_update else None
             if replay is None:
                 model_train_loss = train_external_model(
                     model, model_optimizer, *b_model_data, args.model_epochs, args.model_batch_size

@@ -22,6 +22,10 @@ FLAGS = {
     "ppo_poi_grad.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_progress.py": DISCRETE + ["--int-after-return", "0", "--interest", "progress"],  # its lagged copy
     "ppo_poi_progress.py --interest noise": DISCRETE + ["--int-after-return", "0", "--interest", "noise"],  # its generator
+    "ppo_poi_progress.py --progress-lag": DISCRETE + ["--int-after-return", "0", "--interest", "progress",
+                                                      "--progress-lag", "2"],  # its snapshots
+    "ppo_poi_progress.py --interest excess": DISCRETE + ["--int-after-return", "0", "--interest", "excess",
+                                                         "--model-gaussian"],  # fmt: skip
     "ppo_poi_progress.py --model-data uniform": DISCRETE + ["--int-after-return", "0", "--interest", "error",
                                                             "--model-data", "uniform", "--replay-size", "256"],  # its buffer
     "ppo_poi_policy.py": DISCRETE + ["--int-after-return", "0"],

@@ -130,3 +130,11 @@ def test_the_uniform_buffer_trains_the_model_on_the_last_replay_size_transitions
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
     progress.train_from_replay(model, optimizer, buffer, 50, 8, 0.0, 0.0, prioritised=False)
     assert len(drawn) == 400 and set(drawn) == set(range(6, 12))
+
+
+def test_excess_error_without_a_gaussian_model_is_rejected_in_one_line():
+    import tyro
+
+    with pytest.raises(ValueError, match=r"^--interest excess needs --model-gaussian \(the variance it subtracts"):
+        progress.check_args(tyro.cli(progress.Args, args=["--interest", "excess"]))
+    progress.check_args(tyro.cli(progress.Args, args=["--interest", "excess", "--model-gaussian"]))
