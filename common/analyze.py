@@ -158,10 +158,11 @@ def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], succes
             row["success_steps"] = math.nan if solved_at is None else solved_at - start
         row["success"] = not math.isnan(row["success_steps"])
         if episodes is not None:
-            row["return_window"] = window_mean(episodes, end - task_window, end)
-            row["length_window"] = window_mean(episodes, end - task_window, end, "length")
+            window_start = max(start, end - task_window)  # a window never reaches into the phase before
+            row["return_window"] = window_mean(episodes, window_start, end)
+            row["length_window"] = window_mean(episodes, window_start, end, "length")
             row["return_phase"] = window_mean(episodes, start, end)
-            _, entropy = in_phase(scalars.get("losses/entropy", []), end - task_window, end)
+            _, entropy = in_phase(scalars.get("losses/entropy", []), window_start, end)
             row["entropy_window"] = float(entropy.mean()) if len(entropy) else math.nan
         if summary is not None:
             last = summary[phase]["last_100_episodes"]
@@ -327,10 +328,11 @@ def task_rows(runs: list[RunInfo], baseline: str | None, reps: int, seed: int) -
 
 
 def frontier_rows(runs: list[RunInfo], frontier: list[str], measure: str, span: int, robustness: Robustness | None,
-                  reps: int, seed: int, comparisons: int) -> list[dict]:  # fmt: skip
+                  reps: int, seed: int, comparisons: int, task: str = "return_window") -> list[dict]:  # fmt: skip
     """Per (env, phase after a change, method not on the frontier): the method against the frontier of
     the `frontier` methods (common.frontier) on the pre-registered re-learning and on every robustness
-    reading; x is each run's return over the phase's last window. CIs at 95% and at 1 - 0.05 / comparisons."""
+    reading; x is each run's `task` (the return over the phase's last window, or over the whole phase).
+    CIs at 95% and at 1 - 0.05 / comparisons."""
     corrected = 1 - 0.05 / comparisons
     readings = [(f"{measure}_adaptation", False, True)]
     if robustness is not None:
@@ -345,12 +347,13 @@ def frontier_rows(runs: list[RunInfo], frontier: list[str], measure: str, span: 
             continue
 
         def runs_of(method, name):
-            pairs = [(p["return_window"], p[name] if name in p else p["robust"][name]) for p in by_method[method]]
+            pairs = [(p[task], p[name] if name in p else p["robust"][name]) for p in by_method[method]]
             pairs = [(x, y) for x, y in pairs if not (math.isnan(x) or math.isnan(y))]
             return np.array([x for x, _ in pairs]), np.array([y for _, y in pairs])
 
         for method in sorted(set(by_method) - set(frontier)):
-            row = {"env": env, "phase": phase, "method": method, "runs": len(by_method[method]), "readings": {}}
+            row = {"env": env, "phase": phase, "method": method, "runs": len(runs_of(method, readings[0][0])[0]),
+                   "task": task, "readings": {}}  # fmt: skip
             for name, log, primary in readings:
                 result = against_frontier({m: runs_of(m, name) for m in frontier}, runs_of(method, name), log=log,
                                           reps=reps, seed=seed, levels=(0.95, corrected))  # fmt: skip
@@ -360,6 +363,39 @@ def frontier_rows(runs: list[RunInfo], frontier: list[str], measure: str, span: 
                 row["readings"][name] = result
             rows.append(row)
     return rows
+
+
+def verdicts(frontier_table: list[dict], robustness: list[dict], task: list[dict], judged: list[str],
+             against_baseline: list[str], baseline: str) -> list[dict]:  # fmt: skip
+    """The plan's verdict for each primary comparison: a method against the frontier, or against another
+    the baseline (`against_baseline`, the robustness rows' ratios): a *win* when the upper end of the corrected CI of the
+    pre-registered reading is below 1 and the method keeps the task in every phase; *fragile* when a
+    robustness reading's point estimate is not below 1; *not judged* below the frontier's range."""
+    kept = defaultdict(list)
+    for row in task:
+        kept[(row["env"], row["method"])].append(row["keeps_task"])
+    out = []
+    rows = [(r, "frontier", r["readings"]) for r in frontier_table if r["method"] in judged and r["task"] == "return_window"]
+    by_method = {(r["env"], r["phase"], r["method"]): r for r in robustness}
+    rows += [(r, baseline, None) for key, r in by_method.items() if key[2] in against_baseline]
+    for row, against, readings in rows:
+        keeps = all(k is True for k in kept[(row["env"], row["method"])])
+        if readings is not None:
+            primary = next(v for v in readings.values() if v["pre_registered"])
+            ratio, high = primary["ratio"], primary["ci_corrected"][1]
+            others = [v["ratio"] for v in readings.values() if not v["pre_registered"]]
+        else:  # against a reference method: the robustness rows computed with that method as the baseline
+            ratio, high = row["readings"][next(n for n in row["readings"] if n.startswith("threshold x1,"))]["iqm"], row["corrected"][1]
+            others = [v["iqm"] for v in row["readings"].values()]
+        if readings is not None and math.isnan(ratio):
+            verdict = "not judged (below the frontier's task levels)"
+        elif high < 1 and keeps:
+            verdict = "fragile win" if any(not o < 1 for o in others) else "win"
+        else:
+            verdict = "no" + ("" if keeps else " (does not keep the task)")
+        out.append({"env": row["env"], "phase": row["phase"], "method": row["method"], "against": against,
+                    "ratio": ratio, "corrected_high": high, "keeps_task": keeps, "verdict": verdict})  # fmt: skip
+    return out
 
 
 def robustness_rows(runs: list[RunInfo], baseline: str, span: int, robustness: Robustness, reps: int, seed: int,
@@ -382,7 +418,7 @@ def robustness_rows(runs: list[RunInfo], baseline: str, span: int, robustness: R
                 base = [r[name] for r in by_method[baseline] if not math.isnan(r[name])]
                 point, low, high = versus(values, base, log=name.startswith("mean log10"), reps=reps, seed=seed)
                 row["readings"][name] = {"iqm": point, "low": low, "high": high}
-                if name == robustness.names(span)[1]:  # threshold x1 at the given span: the pre-registered reading
+                if name == f"threshold x1, span {span}":  # the pre-registered reading
                     row["corrected"] = versus(values, base, reps=reps, seed=seed, level=1 - 0.05 / comparisons)[1:]
             rows.append(row)
     return rows
@@ -518,8 +554,9 @@ def plot_frontier(runs: list[RunInfo], frontier: list[str], frontier_table: list
         fig, ax = plt.subplots(figsize=(8, 6))
         points = {}
         for method, phases in sorted(members.items()):
-            x = np.array([[p["return_window"]] for p in phases if not math.isnan(p["return_window"])])
-            y = np.array([[p[f"{measure}_adaptation"]] for p in phases])
+            pairs = [(p["return_window"], p[f"{measure}_adaptation"]) for p in phases]
+            pairs = [pair for pair in pairs if not any(math.isnan(v) for v in pair)]  # as frontier_rows takes them
+            x, y = np.array([[px] for px, _ in pairs]), np.array([[py] for _, py in pairs])
             (xi, xl, xh), (yi, yl, yh) = (interval_estimates({method: v}, reps, seed)[method] for v in (x, y))
             points[method] = (xi, yi)
             on_frontier = method in frontier
@@ -592,7 +629,8 @@ def markdown(rows: list[dict], settings: dict, notes: list[str], agreement: list
     return "\n".join(lines) + "\n"
 
 
-def fair_test_markdown(task: list[dict], frontier_table: list[dict], robustness: list[dict], settings: dict) -> str:
+def fair_test_markdown(task: list[dict], frontier_table: list[dict], robustness: list[dict], verdict: list[dict],
+                       settings: dict) -> str:  # fmt: skip
     """The task along the phase, every method against the frontier, and the robustness readings."""
 
     def cell(estimate, fmt="{:.3g}"):
@@ -610,22 +648,39 @@ def fair_test_markdown(task: list[dict], frontier_table: list[dict], robustness:
         lines.append(f"| {row['env']} | {row['phase']} | {row['method']} | {row['runs']} | "
                      + " | ".join(cell(row.get(name), "{:.1f}" if name == "length_window" else "{:.3g}")
                                   for name in TASK) + f" | {kept} |")  # fmt: skip
+    task_baseline = settings["task_baseline"] or settings["baseline"]
     lines += ["", f"IQM [95% CI] over runs. Keeps the task: the IQM of the return over the last {window} steps at "
-              f"or above the lower end of {settings['baseline']}'s 95% CI in that phase.", ""]  # fmt: skip
+              f"or above the lower end of {task_baseline}'s 95% CI in that phase.", ""]  # fmt: skip
+    if verdict:
+        corrected = 100 * (1 - 0.05 / settings["comparisons"])
+        lines += ["### Verdicts (the primary comparisons)", "",
+                  f"Win: the upper end of the pre-registered reading's {corrected:g}% CI below 1, and the task kept in "
+                  "every phase; fragile: a robustness reading's point estimate not below 1.", "",
+                  f"| env | phase | method | against | ratio | {corrected:g}% CI upper end | keeps the task | verdict |",
+                  "|-|-|-|-|-|-|-|-|"]  # fmt: skip
+        for v in verdict:
+            lines.append(f"| {v['env']} | {v['phase']} | {v['method']} | {v['against']} | {v['ratio']:.3g} | "
+                         f"{v['corrected_high']:.3g} | {'yes' if v['keeps_task'] else 'no'} | **{v['verdict']}** |")  # fmt: skip
+        lines.append("")
     if frontier_table:
         corrected = 100 * (1 - 0.05 / settings["comparisons"])
         lines += [f"### Against the non-interest frontier ({', '.join(settings['frontier'])})", "",
                   f"Pre-registered: steps until the {settings['frontier_loss']} loss (EMA span {settings['span']}) falls "
                   f"below {settings[settings['frontier_loss'] + '_threshold']:g}. x: the return over the phase's last "
                   f"{window} steps. F(x): the frontier's steps at the method's x (interpolated; not judged below the "
-                  f"frontier's lowest x). {corrected:g}% CI: Bonferroni over {settings['comparisons']} comparisons.", "",
+                  f"frontier's lowest x; a method near that edge is not judged in part of the resamples, which count as unbounded, so "
+                  f"it cannot win once more than {(100 - corrected) / 2:g}% of them are). {corrected:g}% CI: Bonferroni over "
+                  f"{settings['comparisons']} comparisons.", "",
                   f"| env | phase | method | runs | x | y | F(x) | y / F(x) | 95% CI | {corrected:g}% CI "
                   "| resamples not judged |", "|-|-|-|-|-|-|-|-|-|-|-|"]  # fmt: skip
-        for row in frontier_table:
+        for row in sorted(frontier_table, key=lambda r: r["task"] != "return_window"):
             r = next(v for v in row["readings"].values() if v["pre_registered"])
+            if row["task"] != "return_window":
+                row = {**row, "method": f"{row['method']} (x: whole phase, not pre-registered)"}
             lines.append(f"| {row['env']} | {row['phase']} | {row['method']} | {row['runs']} | {r['x']:.3g} | "
                          f"{r['y']:,.0f} | {r['frontier']:,.0f} | {r['ratio']:.3g} | [{r['ci'][0]:.3g}, {r['ci'][1]:.3g}] | "
                          f"[{r['ci_corrected'][0]:.3g}, {r['ci_corrected'][1]:.3g}] | {r['not_judged_share']:.2f} |")  # fmt: skip
+        frontier_table = [r for r in frontier_table if r["task"] == "return_window"]
         names = list(frontier_table[0]["readings"])
         lines += ["", "### Robustness: against the frontier, every reading", "",
                   "Ratio [95% CI] to the frontier at the method's task level (steps; for the mean log10 loss, the "
@@ -677,6 +732,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--frontier-loss", choices=sorted(LOSSES), default="changed",
                         help="the loss whose re-learning the frontier and the robustness readings use")  # fmt: skip
     parser.add_argument("--comparisons", type=int, default=1, help="primary comparisons: CIs at 1 - 0.05 / this too")
+    parser.add_argument("--task-baseline", default=None,
+                        help="the method whose task level the others must keep (default: --baseline)")  # fmt: skip
+    parser.add_argument("--judge", nargs="+", default=[], help="primary comparisons: these methods against the frontier")
+    parser.add_argument("--judge-against-baseline", nargs="+", default=[],
+                        help="primary comparisons: these methods against --baseline")  # fmt: skip
     parser.add_argument("--robust-window", type=int, default=200_000,
                         help="robustness: the mean log10 loss over this many steps after each change")  # fmt: skip
     return parser.parse_args(argv)
@@ -742,10 +802,14 @@ def main(argv: list[str] | None = None) -> int:
         methods = sorted({run.method for run in usable})
         if args.baseline is not None and args.baseline not in methods:
             raise ValueError(f"baseline {args.baseline!r} is not in the sweep; methods: {' '.join(methods)}")
-        if args.frontier is not None:
-            unknown = sorted(set(args.frontier) - set(methods))
+        for flag, named in (("--frontier", args.frontier or []), ("--task-baseline", [args.task_baseline] if args.task_baseline else []),
+                            ("--judge", args.judge), ("--judge-against-baseline", args.judge_against_baseline)):  # fmt: skip
+            unknown = sorted(set(named) - set(methods))
             if unknown:
-                raise ValueError(f"--frontier: no runs of {' '.join(unknown)}; methods: {' '.join(methods)}")
+                raise ValueError(f"{flag}: no runs of {' '.join(unknown)}; methods: {' '.join(methods)}")
+        if (args.judge or args.judge_against_baseline) and args.frontier is None:
+            raise ValueError("--judge and --judge-against-baseline need --frontier")
+        if args.frontier is not None:
             if args.baseline is None:
                 raise ValueError("--frontier needs --baseline (the arm whose task level the others must keep)")
     except ValueError as error:
@@ -761,20 +825,24 @@ def main(argv: list[str] | None = None) -> int:
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("folders", "out")}
     settings["folders"] = [str(f) for f in args.folders]
     agreement = curve_agreement(curve_data, args.baseline) if args.baseline is not None else []
-    task = task_rows(usable, args.baseline, args.reps, args.seed)
-    frontier_table, robust = [], []
+    task = task_rows(usable, args.task_baseline or args.baseline, args.reps, args.seed)
+    frontier_table, robust, verdict = [], [], []
     if args.frontier is not None:
-        frontier_table = frontier_rows(usable, args.frontier, args.frontier_loss, args.span, robustness, args.reps,
-                                       args.seed, args.comparisons)  # fmt: skip
+        for task_measure in ("return_window", "return_phase"):  # the plan's x, and x over the whole phase beside it
+            frontier_table += frontier_rows(usable, args.frontier, args.frontier_loss, args.span,
+                                            robustness if task_measure == "return_window" else None, args.reps,
+                                            args.seed, args.comparisons, task_measure)  # fmt: skip
         robust = robustness_rows(usable, args.baseline, args.span, robustness, args.reps, args.seed, args.comparisons)
+        verdict = verdicts(frontier_table, robust, task, args.judge, args.judge_against_baseline, args.baseline)
         plots += plot_frontier(usable, args.frontier, frontier_table, args.frontier_loss, min(args.reps, 1000),
                                args.seed, out)  # fmt: skip
     results = {"settings": settings, "notes": notes, "aggregates": rows, "curves": curve_data, "curve_agreement": agreement,
-               "task": task, "frontier": frontier_table, "robustness": robust,
+               "task": task, "frontier": frontier_table, "robustness": robust, "verdicts": verdict,
                "runs": [{"run": run.path.name, "env": run.env, "method": run.method, "seed": run.seed,
                          "finished": run.finished, "phases": run.phases} for run in usable]}  # fmt: skip
     (out / "results.json").write_text(json.dumps(results, indent=1))
-    table = markdown(rows, settings, notes, agreement) + "\n" + fair_test_markdown(task, frontier_table, robust, settings)
+    table = markdown(rows, settings, notes, agreement) + "\n" + fair_test_markdown(task, frontier_table, robust, verdict,
+                                                                                settings)  # fmt: skip
     (out / "results.md").write_text(table)
     print(table)
     print(f"wrote {out / 'results.json'}, {out / 'results.md'}, {', '.join(p.name for p in plots)}")

@@ -43,7 +43,9 @@ def frontier_at(points: list[tuple[float, float]], x: float) -> float:
 
 def compare(y: float, f: float, log: bool) -> float:
     """The arm's value against the frontier's: a ratio of steps, or of geometric-mean losses."""
-    return 10.0 ** (y - f) if log else (y / f if f > 0 else math.nan)
+    if log:
+        return 10.0 ** (y - f)
+    return y / f if f > 0 else (math.inf if y > 0 else 1.0)  # a frontier that re-learns at once: no arm beats it
 
 
 def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -62,6 +64,9 @@ def against_frontier(frontier_runs: dict[str, tuple[np.ndarray, np.ndarray]], ar
     `arm`: the judged arm's runs' (x, y). Returns x, y, F(x), the ratio and, per CI level, its
     percentile interval in `cis` (resamples where F is nan, the arm below the frontier's range, count as
     unbounded), and the share of resamples in which the arm was not judged."""
+    empty = [name for name, (x, _) in frontier_runs.items() if len(x) == 0]
+    if empty or len(arm[0]) == 0:
+        raise ValueError(f"no runs with both measures for {' '.join(empty) or 'the arm placed against the frontier'}")
     points = [(float(iqm(x)), float(iqm(y))) for x, y in frontier_runs.values()]
     x, y = float(iqm(arm[0])), float(iqm(arm[1]))
     f = frontier_at(points, x)

@@ -27,7 +27,7 @@ from common.learning_summary import phase_starts, steps_to_return
 RETURN, LENGTH = "charts/episodic_return", "charts/episodic_length"
 SERIES_TAGS = ("charts/phase", "external_model/train_loss", "external_model/eval_loss",
                "external_model/eval_loss_changed", "losses/entropy")  # fmt: skip
-BIN = 2000  # global steps per bin of episodes: windows of whole 100k steps from a multiple of 2,000 are exact
+BIN = 2000  # global steps per bin of episodes: a window is cut to the whole bins inside it (window_mean)
 LAST_EPISODES, SOLVED = 100, 0.8
 
 
@@ -51,7 +51,7 @@ def window_mean(bins: dict, start: float, end: float, quantity: str = "return") 
     it (a window whose ends are not multiples of the bin is cut to the bins it holds whole, so that a
     phase's window never takes episodes of the next); nan when none ended there."""
     width = bins["bin"]
-    first, stop = math.ceil(start / width), math.floor(end / width)
+    first, stop = math.ceil(max(start, 0) / width), math.floor(end / width)
     count = sum(bins["count"][first:stop])
     return sum(bins[quantity][first:stop]) / count if count else math.nan
 

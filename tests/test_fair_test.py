@@ -52,6 +52,19 @@ def test_an_arm_against_the_frontier_with_runs_that_do_not_vary():
     assert logged["ratio"] == pytest.approx(10.0 ** (2.0 - 200.0))
 
 
+def test_an_arms_task_and_relearning_are_resampled_together_and_the_edge_counts_as_unbounded():
+    front = {"a": (np.full(6, 0.5), np.full(6, 100.0)), "b": (np.full(6, 1.0), np.full(6, 200.0))}  # F(x) = 200 x
+    x = np.array([0.55, 0.6, 0.7, 0.8, 0.9, 0.95, 0.62, 0.75])
+    together = frontier.against_frontier(front, (x, 0.8 * 200 * x), reps=500)  # each run at 0.8 of F at its own x
+    assert together["cis"][0.95] == pytest.approx((0.8, 0.8))  # resampled apart, y and x would part: a wide interval
+    edge = frontier.against_frontier(front, (np.array([0.45, 0.48, 0.52, 0.55] * 2), np.full(8, 50.0)), reps=2000,
+                                     levels=(0.95, 0.9875))  # fmt: skip
+    assert 0.00625 < edge["not_judged_share"] < 0.5 and edge["cis"][0.9875][1] == math.inf
+    assert frontier.compare(10.0, 0.0, log=False) == math.inf and frontier.compare(0.0, 0.0, log=False) == 1.0
+    with pytest.raises(ValueError, match="no runs with both measures for b"):
+        frontier.against_frontier({**front, "b": (np.array([]), np.array([]))}, (x, x), reps=10)
+
+
 def test_an_arm_against_a_baseline_as_a_ratio_or_a_ratio_of_geometric_means():
     assert frontier.versus([2.0] * 4, [4.0] * 4)[0] == pytest.approx(0.5)
     point, low, high = frontier.versus([-1.0] * 4, [0.0] * 4, log=True)  # mean log10 losses -1 and 0
@@ -97,25 +110,27 @@ def analyse(*args):
 
 
 def test_the_tables_made_from_the_committed_series_are_those_made_from_the_event_files(tmp_path):
-    arms = {"ppo": (30_000, 0.9), "entropy": (20_000, 0.6), "interest": (12_000, 0.88)}
+    arms = {"ppo": (30_000, 0.9), "entropy": (20_000, 0.6), "interest": (12_000, 0.88), "never": (10**6, 0.9)}
     for method, (relearn, ret) in arms.items():
         for seed in range(1, 5):
             write_run(tmp_path / "runs", method, seed, relearn + 1000 * seed, ret)
     made = subprocess.run([sys.executable, "-m", "common.series", str(tmp_path / "runs"), "--out",
                            str(tmp_path / "s.jsonl.gz")], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
-    assert made.returncode == 0 and "12 finished runs" in made.stdout, made.stderr
+    assert made.returncode == 0 and "16 finished runs" in made.stdout, made.stderr
     flags = ["--baseline", "ppo", "--frontier", "ppo", "entropy", "--span", "1", "--changed-threshold", "1",
              "--eval-threshold", "1", "--train-threshold", "1", "--reps", "300", "--task-window", "20000",
-             "--comparisons", "2"]  # fmt: skip
+             "--comparisons", "2", "--judge", "interest", "never", "--judge-against-baseline", "interest"]  # fmt: skip
     assert analyse(str(tmp_path / "runs"), *flags, "--out", str(tmp_path / "from_events")).returncode == 0
     result = analyse(str(tmp_path / "s.jsonl.gz"), *flags)
     assert result.returncode == 0, result.stderr
     events = json.loads((tmp_path / "from_events/results.json").read_text())
     committed = json.loads((tmp_path / "analysis/results.json").read_text())
-    for key in ("aggregates", "task", "frontier", "robustness", "curves", "runs"):
+    for key in ("aggregates", "task", "frontier", "robustness", "curves", "runs", "verdicts"):
         assert events[key] == committed[key], key
 
-    (interest,) = committed["frontier"]
+    never = {(r["method"], r["phase"]): r for r in committed["aggregates"]}[("never", 1)]
+    assert never["changed_reached"] == 0 and never["changed_adaptation"]["iqm"] == 100_001 - 51_000  # the phase's length
+    interest = {(r["method"], r["task"]): r for r in committed["frontier"]}[("interest", "return_window")]
     primary = interest["readings"]["changed_adaptation"]
     # phase 1 starts at its first logged step, 51,000; the loss falls at 50,000 + relearn: relearn - 1,000 steps
     # after it; IQM over seeds 1-4 = the mean of seeds 2 and 3; the frontier from entropy (x ~0.605) to ppo (~0.905)
@@ -132,6 +147,10 @@ def test_the_tables_made_from_the_committed_series_are_those_made_from_the_event
     assert task[("interest", 0)]["keeps_task"] is True  # all at 0.90-0.91 before the change
     table = (tmp_path / "analysis/results.md").read_text()
     assert "### Against the non-interest frontier (ppo, entropy)" in table and "97.5% CI" in table
+    verdicts = {(v["method"], v["against"]): v["verdict"] for v in committed["verdicts"]}
+    assert verdicts == {("interest", "frontier"): "no (does not keep the task)", ("never", "frontier"): "no",
+                        ("interest", "ppo"): "no (does not keep the task)"}  # fmt: skip
+    assert "| ColorDoorKey-6x6 | 1 | interest | frontier |" in table and "x: whole phase, not pre-registered" in table
     against_ppo = {r["method"]: r for r in committed["robustness"]}["interest"]
     pre_registered = against_ppo["readings"]["threshold x1, span 1"]
     assert pre_registered["iqm"] == pytest.approx(y / np.mean([30_000 + 1000 * s - 1000 for s in (2, 3)]))
