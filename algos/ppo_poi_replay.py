@@ -21,7 +21,7 @@ from torch.utils.tensorboard import SummaryWriter
 from common.checkpoint import env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
 from common.console import say
 from common.evaluate import save_policy
-from common.heldout import changed_share, heldout_set
+from common.heldout import HeldoutEval
 from common.checks import check_range, note_whole_batches
 from common.runs import (
     NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, open_run_dir, progress_line,
@@ -474,36 +474,6 @@ def train_from_replay(model, optimizer, buffer, num_updates, batch_size, alpha, 
     return float(np.mean(losses))
 
 
-def heldout_tensors(model, data, target, device):
-    """A held-out set (`common.heldout`) as the model's distinct inputs `obs`, `actions` (a random
-    policy's 10,240 steps on 6x6 hold about 1,000 distinct views and 4,000 distinct pairs),
-    each transition's place among them (`inverse`) and its target."""
-    obs = torch.tensor(data["obs"], device=device)
-    actions = torch.tensor(data["actions"], device=device)
-    if len(obs) == 0:
-        return None
-    info_values = torch.tensor(data[target], device=device) if target != "forward" else None
-    targets = model_targets(target, obs, torch.tensor(data["next_obs"], device=device), info_values)
-    rows, inverse = distinct_rows(model.inputs(obs, actions))
-    return dict(obs=obs[rows], actions=actions[rows], inverse=inverse, targets=targets)
-
-
-@torch.no_grad()
-def eval_external_model(model, obs, actions, inverse, targets):
-    """Mean loss over a held-out set's transitions, dropout off, each distinct input computed once."""
-    model.eval()
-    mean, log_std = model(obs, actions)
-    return model.loss(mean[..., inverse, :], None if log_std is None else log_std[..., inverse, :], targets).mean().item()
-
-
-def distinct_rows(x):
-    """One index per distinct row of `x` (any of its occurrences), and each row's place among them:
-    x[rows][inverse] == x."""
-    _, inverse = torch.unique(x, dim=0, return_inverse=True)
-    rows = torch.empty(int(inverse.max()) + 1, dtype=torch.long, device=x.device)
-    return rows.scatter_(0, inverse, torch.arange(len(x), device=x.device)), inverse
-
-
 def compute_gae(rewards, values, next_values, terminations, dones, gamma, gae_lambda):
     """Generalised advantage estimation over a (num_steps, num_envs) rollout.
 
@@ -600,11 +570,9 @@ if __name__ == "__main__":
             replay=replay, model_rng=model_rng, envs=env_state(envs),
         )
 
-    def heldout_sets(phase):
-        """`phase`'s held-out sets (all, and the transitions the colour change alters; the same for every seed)."""
-        sets = heldout_set(env_id, phase_colors, phase, args.model_target, args.eval_steps, args.eval_episode_steps,
-                           args.eval_changed_min)  # fmt: skip
-        return [heldout_tensors(model, data, args.model_target, device) for data in sets]
+    # the external model's held-out sets of each phase (the same for every seed) and their logging
+    heldout_eval = HeldoutEval(model, model_targets, env_id, phase_colors, args.model_target, args.eval_steps,
+                               args.eval_episode_steps, args.eval_changed_min, device)  # fmt: skip
 
     # ALGO Logic: Storage setup
     obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
@@ -635,7 +603,7 @@ if __name__ == "__main__":
             next_obs, next_info = state["next_obs"], state["next_info"]
             replay, model_rng = state["replay"], state["model_rng"]
         start_step = global_step
-        heldout, heldout_changed = heldout_sets(phase)
+        heldout_eval.load(phase)
 
         for iteration in range(iteration + 1, args.num_iterations + 1):
             # Annealing the rate if instructed to do so.
@@ -650,7 +618,7 @@ if __name__ == "__main__":
                 if phase < len(args.change_steps) and global_step > args.change_steps[phase]:
                     phase += 1  # applies at each env's next reset
                     envs.call("set_correct_key_color", phase_colors[phase])
-                    heldout, heldout_changed = heldout_sets(phase)
+                    heldout_eval.load(phase)
                 obs[step] = next_obs
 
                 # ALGO LOGIC: action logic
@@ -697,12 +665,7 @@ if __name__ == "__main__":
                     writer.add_scalar("replay/priority_mean", replay.priorities[: replay.count].mean().item(), global_step)
             writer.add_scalar("external_model/train_loss", model_train_loss, global_step)
             if iteration % args.eval_every == 0 or iteration == args.num_iterations:
-                writer.add_scalar("external_model/eval_loss", eval_external_model(model, **heldout), global_step)
-                if heldout_changed is not None:
-                    eval_loss_changed = eval_external_model(model, **heldout_changed)
-                    writer.add_scalar("external_model/eval_loss_changed", eval_loss_changed, global_step)
-                    share = changed_share(args.model_target, obs, actions, phase_colors, phase)
-                    writer.add_scalar("external_model/rollout_changed_share", share, global_step)
+                heldout_eval.log(writer, global_step, obs, actions)
 
             # bootstrap value if not done
             with torch.no_grad():

@@ -6,6 +6,7 @@ import math
 
 import gymnasium as gym
 import numpy as np
+import torch
 from minigrid.core.constants import COLOR_TO_IDX
 
 from envs import BatchedColorDoorKey, OneHotFlatObs, color_moves, is_color_door_key, target_changed
@@ -117,3 +118,70 @@ def heldout_set(env_id: str, colors: list[str], phase: int, target: str, num_ste
         parts.append(random_policy_layouts(env_id, num_layouts, episode_steps, first_world, color, info_keys, changed))
         first_world += num_layouts
     return full, {key: np.concatenate([part[key] for part in parts]) for key in full}
+
+
+def distinct_rows(x):
+    """One index per distinct row of `x` (any of its occurrences), and each row's place among them:
+    x[rows][inverse] == x."""
+    _, inverse = torch.unique(x, dim=0, return_inverse=True)
+    rows = torch.empty(int(inverse.max()) + 1, dtype=torch.long, device=x.device)
+    return rows.scatter_(0, inverse, torch.arange(len(x), device=x.device)), inverse
+
+
+def heldout_tensors(model, data, target, model_targets, device):
+    """A held-out set (`heldout_set`) as `model`'s distinct inputs `obs`, `actions` (a random
+    policy's 10,240 steps on 6x6 hold about 1,000 distinct views and 4,000 distinct pairs),
+    each transition's place among them (`inverse`) and its target, `model_targets(target, obs,
+    next_obs, info_values)` (the algorithm file's); None for an empty set."""
+    obs = torch.tensor(data["obs"], device=device)
+    actions = torch.tensor(data["actions"], device=device)
+    if len(obs) == 0:
+        return None
+    info_values = torch.tensor(data[target], device=device) if target != "forward" else None
+    targets = model_targets(target, obs, torch.tensor(data["next_obs"], device=device), info_values)
+    rows, inverse = distinct_rows(model.inputs(obs, actions))
+    return dict(obs=obs[rows], actions=actions[rows], inverse=inverse, targets=targets)
+
+
+@torch.no_grad()
+def eval_external_model(model, obs, actions, inverse, targets):
+    """Mean loss over a held-out set's transitions, dropout off (the model is left in eval mode),
+    each distinct input computed once; an ensemble's member dimension, leading, is averaged too."""
+    model.eval()
+    mean, log_std = model(obs, actions)
+    log_std = None if log_std is None else log_std[..., inverse, :]
+    return model.loss(mean[..., inverse, :], log_std, targets).mean().item()
+
+
+class HeldoutEval:
+    """The external model's held-out evaluation in a training loop. `load(phase)` (when the run
+    starts and at each colour change) builds `phase`'s sets (`heldout_set`) as `model`'s tensors
+    and returns the whole one, for a file's own statistics on it; `log(writer, step, obs,
+    actions)` writes `external_model/eval_loss` and, where the colour change alters some
+    targets, `external_model/eval_loss_changed` and the rollout's (`obs`, `actions`)
+    `external_model/rollout_changed_share`. It draws nothing from any random generator."""
+
+    def __init__(self, model, model_targets, env_id: str, colors: list[str], target: str, num_steps: int,
+                 episode_steps: int, min_changed: int, device):  # fmt: skip
+        self.model, self.model_targets, self.device = model, model_targets, device
+        self.env_id, self.colors, self.target = env_id, colors, target
+        self.num_steps, self.episode_steps, self.min_changed = num_steps, episode_steps, min_changed
+        self.phase, self.all, self.changed = None, None, None
+
+    def load(self, phase: int) -> dict:
+        """`phase`'s sets; returns the whole one (`heldout_tensors`)."""
+        sets = heldout_set(self.env_id, self.colors, phase, self.target, self.num_steps, self.episode_steps,
+                           self.min_changed)  # fmt: skip
+        self.all, self.changed = [heldout_tensors(self.model, data, self.target, self.model_targets, self.device)
+                                  for data in sets]  # fmt: skip
+        self.phase = phase
+        return self.all
+
+    def log(self, writer, step: int, obs, actions) -> None:
+        """Evaluate the model on the loaded sets and log it at `step`."""
+        writer.add_scalar("external_model/eval_loss", eval_external_model(self.model, **self.all), step)
+        if self.changed is not None:
+            eval_loss_changed = eval_external_model(self.model, **self.changed)
+            writer.add_scalar("external_model/eval_loss_changed", eval_loss_changed, step)
+            share = changed_share(self.target, obs, actions, self.colors, self.phase)
+            writer.add_scalar("external_model/rollout_changed_share", share, step)

@@ -6,10 +6,13 @@ import copy
 import numpy as np
 import pytest
 import torch
+from torch import nn
 from minigrid.core.constants import COLOR_TO_IDX
 from minigrid.core.world_object import Key
 
-from common.heldout import changed_share, heldout_set, random_policy_layouts
+from common.heldout import (
+    HeldoutEval, changed_share, eval_external_model, heldout_set, heldout_tensors, random_policy_layouts,
+)
 from envs import ColorDoorKeyEnv, OneHotFlatObs, key_distance, target_changed
 from tests.test_env import door_of, stand_before_door
 
@@ -155,3 +158,94 @@ def test_no_changed_set_where_the_colour_cannot_move_the_target():
                                     min_changed=50)  # fmt: skip
         assert len(full["obs"]) == 400 and len(changed["obs"]) == 0 and changed.keys() == full.keys()
         assert all(changed[key].shape[1:] == full[key].shape[1:] for key in full)
+
+
+class TinyModel(nn.Module):
+    """What the held-out evaluation asks of an external model (`inputs`, a forward pass to a mean
+    and a log-std, `loss` of predictions): a linear map of the view and the one-hot action,
+    with `members` it is an ensemble whose outputs lead with the member dimension."""
+
+    def __init__(self, obs_dim, num_actions, out_dim, members=None):
+        super().__init__()
+        self.num_actions, self.members = num_actions, members
+        self.heads = nn.ModuleList(nn.Linear(obs_dim + num_actions, out_dim) for _ in range(members or 1))
+        self.dropout = nn.Dropout(0.5)  # must be off in the evaluation
+
+    def inputs(self, obs, actions):
+        return torch.cat([obs.float(), nn.functional.one_hot(actions.long(), self.num_actions).float()], -1)
+
+    def forward(self, obs, actions):
+        x = self.dropout(self.inputs(obs, actions))
+        outputs = torch.stack([head(x) for head in self.heads])
+        return (outputs if self.members else outputs[0]), None
+
+    def loss(self, mean, log_std, targets):
+        return ((mean - targets) ** 2).mean(-1)
+
+
+def tiny_targets(target, obs, next_obs, info_values):
+    return next_obs - obs if target == "forward" else info_values.reshape(-1, 1).float()
+
+
+def loop_loss(model, data, target):
+    """Plain loop: each transition through the model alone (each member alone), its squared
+    error against the target worked out here, averaged over transitions (and members)."""
+    losses = []
+    with torch.no_grad():
+        for i in range(len(data["obs"])):
+            obs, next_obs = torch.tensor(data["obs"][i]).float(), torch.tensor(data["next_obs"][i]).float()
+            want = next_obs - obs if target == "forward" else torch.tensor([float(data[target][i])])
+            x = torch.cat([obs, torch.eye(model.num_actions)[int(data["actions"][i])]])
+            for head in model.heads:
+                losses.append(((head(x) - want) ** 2).mean().item())
+    return float(np.mean(losses))
+
+
+@pytest.mark.parametrize("members", [None, 3])
+@pytest.mark.parametrize("target", ["key_distance", "forward"])
+def test_eval_external_model_is_the_mean_loss_of_each_held_out_transition(target, members):
+    full, _ = heldout_set("ColorDoorKey-6x6-v0", ["red", "blue"], 0, target, num_steps=320, episode_steps=40)
+    torch.manual_seed(0)
+    model = TinyModel(980, 7, 980 if target == "forward" else 1, members)
+    heldout = heldout_tensors(model, full, target, tiny_targets, "cpu")
+    assert len(heldout["obs"]) < len(full["obs"])  # repeated inputs: each computed once
+    assert eval_external_model(model, **heldout) == pytest.approx(loop_loss(model, full, target), rel=1e-5)
+    assert not model.training
+    assert heldout_tensors(model, {key: value[:0] for key, value in full.items()}, target, tiny_targets, "cpu") is None
+
+
+class RecordingWriter:
+    def __init__(self):
+        self.scalars = {}
+
+    def add_scalar(self, tag, value, step):
+        self.scalars[tag] = (value, step)
+
+
+def test_heldout_eval_logs_each_set_and_the_rollouts_share_and_draws_nothing():
+    env_id, colors, target = "ColorDoorKey-6x6-v0", ["red", "blue"], "key_distance"
+    torch.manual_seed(0)
+    model = TinyModel(980, 7, 1)
+    heldout_eval = HeldoutEval(model, tiny_targets, env_id, colors, target, 320, 40, 64, "cpu")
+    images, views = random_views()
+    obs, actions = torch.tensor(views, dtype=torch.float32).reshape(100, 4, -1), torch.zeros(100, 4, dtype=torch.long)
+    random_state = torch.get_rng_state(), np.random.get_state()
+    for phase in (0, 1):
+        writer = RecordingWriter()
+        loaded = heldout_eval.load(phase)
+        heldout_eval.log(writer, 7 + phase, obs, actions)
+        full, changed = heldout_set(env_id, colors, phase, target, 320, 40, 64)
+        assert len(loaded["inverse"]) == len(full["obs"])
+        assert writer.scalars["external_model/eval_loss"][0] == pytest.approx(loop_loss(model, full, target), rel=1e-5)
+        assert writer.scalars["external_model/eval_loss_changed"][0] == pytest.approx(loop_loss(model, changed, target),
+                                                                                       rel=1e-5)  # fmt: skip
+        share = writer.scalars["external_model/rollout_changed_share"][0]
+        assert share == pytest.approx(hand_changed(images, RED, BLUE).mean())
+        assert {step for _, step in writer.scalars.values()} == {7 + phase}
+    assert torch.equal(torch.get_rng_state(), random_state[0])
+    assert all(np.array_equal(a, b) for a, b in zip(np.random.get_state(), random_state[1]))
+    no_change = HeldoutEval(model, tiny_targets, env_id, ["red"], target, 320, 40, 64, "cpu")
+    no_change.load(0)
+    writer = RecordingWriter()
+    no_change.log(writer, 3, obs, actions)
+    assert set(writer.scalars) == {"external_model/eval_loss"}

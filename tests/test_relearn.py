@@ -16,8 +16,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from algos.ppo import Args, ExternalModel, eval_external_model, heldout_tensors, model_targets, train_external_model  # noqa: E402
-from common.heldout import heldout_set, random_policy_layouts  # noqa: E402
+from algos.ppo import Args, ExternalModel, model_targets, train_external_model  # noqa: E402
+from common.heldout import eval_external_model, heldout_set, heldout_tensors, random_policy_layouts  # noqa: E402
 
 ENV_ID, COLORS = "ColorDoorKey-6x6-v0", ["red", "blue"]
 ROLLOUTS_BEFORE, ROLLOUTS_AFTER = 100, 60  # rollouts of 16 worlds x 128 steps, as ppo.py's
@@ -69,8 +69,8 @@ def measure(target, hidden_sizes, dropout, rollouts_per_phase, inject=0, seed=0)
     data = [rollouts(target, 0, rollouts_per_phase, 5_000, inject), rollouts(target, 1, rollouts_per_phase, 50_000, inject)]
     torch.manual_seed(seed)
     model = ExternalModel(980, 7, target, hidden_sizes, dropout)
-    heldout = [[heldout_tensors(model, part, target, "cpu") for part in heldout_set(ENV_ID, COLORS, p, target, 2560, 80, 256)]
-               for p in (0, 1)]  # fmt: skip
+    heldout = [[heldout_tensors(model, part, target, model_targets, "cpu")
+                for part in heldout_set(ENV_ID, COLORS, p, target, 2560, 80, 256)] for p in (0, 1)]  # fmt: skip
     return relearning(model, data, heldout, args)
 
 
@@ -82,7 +82,7 @@ def test_default_key_distance_model_relearns_after_the_change_and_emmas_does_not
     for name, sizes, dropout in (("default", args.model_hidden_sizes, args.model_dropout), ("emma", (100, 10), 0.5)):
         torch.manual_seed(0)
         model = ExternalModel(980, 7, "key_distance", sizes, dropout)
-        heldout = [[heldout_tensors(model, part, "key_distance", "cpu")
+        heldout = [[heldout_tensors(model, part, "key_distance", model_targets, "cpu")
                     for part in heldout_set(ENV_ID, COLORS, p, "key_distance", 2560, 80)] for p in (0, 1)]  # fmt: skip
         results[name] = relearning(model, data, heldout, args)
     default, emma = results["default"], results["emma"]
