@@ -26,8 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 IGNORED = ("charts/SPS",)
 DEFAULT_FLAGS = ("--env ColorDoorKey-6x6 --seed 4 --total-timesteps 20480 --change-steps 10240 "
                  "--model-target key_distance --eval-every 2")  # fmt: skip
-CONTINUOUS_FLAGS = "--seed 4 --total-timesteps 2048"  # their own default env; no key colour to change
-CONTINUOUS = ("ppo_continuous_poi_ensemble", "sac_forward_model")
+OWN_FLAGS = {  # the continuous files on their own default env (no key colour to change); SAC learns from step 1,000
+    "ppo_continuous_poi_ensemble": "--seed 4 --total-timesteps 2048",
+    "sac_forward_model": "--seed 4 --total-timesteps 2048 --learning-starts 1000",
+}
 
 
 def run_scalars(root: Path, spec: str, flags: str, runs_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -64,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--against", required=True, help="the git revision to compare this checkout with")
     parser.add_argument("--algos", nargs="+", required=True, help="algorithm files with their own flags, or `all`")
     parser.add_argument("--extra", default=None,
-                        help=f"flags of every run (default: discrete files {DEFAULT_FLAGS!r}, continuous {CONTINUOUS_FLAGS!r})")  # fmt: skip
+                        help=f"flags of every run (default: discrete files {DEFAULT_FLAGS!r}, continuous {OWN_FLAGS})")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         other = export_revision(args.against, Path(tmp) / "other")
         for i, spec in enumerate(specs):
-            flags = args.extra or (CONTINUOUS_FLAGS if shlex.split(spec)[0] in CONTINUOUS else DEFAULT_FLAGS)
+            flags = args.extra or OWN_FLAGS.get(shlex.split(spec)[0], DEFAULT_FLAGS)
             try:
                 here = run_scalars(ROOT, spec, flags, Path(tmp) / f"here{i}")
                 there = run_scalars(other, spec, flags, Path(tmp) / f"there{i}")
