@@ -1,6 +1,7 @@
 """A study's per-run series: what `common.analyze` needs of each run, compact enough to commit.
 
     python -m common.series sweeps/fair6 --out docs/results/fair-test-6x6/series.jsonl.gz
+    python -m common.series sweeps/more docs/results/fair-test-6x6/series.jsonl.gz --out docs/results/fair-test-6x6/series.jsonl.gz
     python -m common.analyze docs/results/fair-test-6x6/series.jsonl.gz ...    # the tables, from the repo alone
 
 One JSON line per run (gzip): its name, env, method, seed, whether it finished; every logged point
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     from common.tb import read_scalars
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folders", nargs="+", type=Path, help="sweep folders or folders of run folders")
+    parser.add_argument("folders", nargs="+", type=Path, help="sweep folders, folders of run folders, or series files")
     parser.add_argument("--out", type=Path, required=True, help="the series file to write (.jsonl.gz)")
     args = parser.parse_args(argv)
     if not args.out.name.endswith(".jsonl.gz"):
@@ -133,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     finished = [run for run in runs if run.finished]
-    records = [record(run, read_scalars(run.path)) for run in finished]
+    records = [record(run, read_scalars(run.path)) if run.episodes is None else  # a run folder, or a series' record
+               {"run": run.path.name, "env": run.env, "method": run.method, "seed": run.seed, "finished": run.finished,
+                "tags": encode(run.scalars), "episodes": run.episodes, "phases": run.summary} for run in finished]  # fmt: skip
     write(records, args.out)
     for note in notes:
         print(f"note: {note}")

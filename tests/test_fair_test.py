@@ -2,6 +2,7 @@
 must have), the per-run series (binned episodes, an exact round trip), and the analysis made from
 event files and from the committed series alike."""
 
+import gzip
 import json
 import math
 import subprocess
@@ -169,6 +170,10 @@ def test_a_run_read_back_from_its_series_holds_the_float32_values_it_logged(tmp_
         assert back["scalars"][tag] == scalars[tag]
     assert back["scalars"]["charts/phase"] == [(1000, 0.0), (51000, 1.0)]  # where it changes
     assert back["phases"] == rec["phases"] and back["episodes"] == rec["episodes"]
+    again = subprocess.run([sys.executable, "-m", "common.series", str(tmp_path / "s.jsonl.gz"), "--out",
+                            str(tmp_path / "again.jsonl.gz")], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    assert again.returncode == 0, again.stderr  # a series file read and written again: the same text
+    assert gzip.decompress((tmp_path / "again.jsonl.gz").read_bytes()) == gzip.decompress((tmp_path / "s.jsonl.gz").read_bytes())
 
 
 def test_the_analysis_refuses_a_frontier_without_its_runs_or_a_baseline(tmp_path):
