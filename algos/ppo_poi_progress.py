@@ -498,16 +498,21 @@ def train_from_replay(model, optimizer, buffer, num_updates, batch_size, alpha, 
 
 
 @torch.no_grad()
-def transition_losses(model, obs, actions, targets, inverse=None):
-    """Each transition's loss under `model`, dropout off: how wrong its prediction is. With
-    `inverse`, `obs` and `actions` are distinct inputs and transition i is input inverse[i]."""
+def eval_predictions(model, obs, actions, inverse=None):
+    """`model`'s (mean, log-std) of each transition, dropout off. With `inverse`, `obs` and `actions`
+    are distinct inputs and transition i is input inverse[i]."""
     was_training = model.training
     model.eval()
     mean, log_std = model(obs, actions)
     model.train(was_training)
     if inverse is not None:
         mean, log_std = mean[inverse], None if log_std is None else log_std[inverse]
-    return model.loss(mean, log_std, targets)
+    return mean, log_std
+
+
+def transition_losses(model, obs, actions, targets, inverse=None):
+    """Each transition's loss under `model`, dropout off: how wrong its prediction is."""
+    return model.loss(*eval_predictions(model, obs, actions, inverse), targets)
 
 
 class LaggedModel:
@@ -544,12 +549,7 @@ def excess_errors(model, obs, actions, targets, inverse=None):
     averaged over output dimensions (dropout off): on a target's unpredictable part the model learns
     the noise as variance and this is 0 in expectation; where the world changed it is not. Not clipped
     at 0: a noisy transition's excess is as often below 0 as above, and clipping would pay for noise."""
-    was_training = model.training
-    model.eval()
-    mean, log_std = model(obs, actions)
-    model.train(was_training)
-    if inverse is not None:
-        mean, log_std = mean[inverse], log_std[inverse]
+    mean, log_std = eval_predictions(model, obs, actions, inverse)
     return ((targets - mean) ** 2 - (2 * log_std).exp()).mean(-1)
 
 
