@@ -93,13 +93,18 @@ def decode(tags: dict) -> dict:
 
 def record(run, scalars: dict) -> dict:
     """The series of one run (`run` has path, env, method, seed, finished; see common.analyze.RunInfo),
-    with its scalars as a reader of the file gets them back (`scalars`)."""
-    episodes = episode_bins(scalars)
-    episodes["return"] = [round(v, 6) for v in episodes["return"]]
-    episodes["length"] = [v if math.isnan(v) else int(v) for v in episodes["length"]]
+    with its scalars as a reader of the file gets them back (`scalars`). A run read from a series file
+    brings its episodes and per-phase summary along (its scalars hold no single episodes)."""
+    if run.episodes is None:
+        episodes = episode_bins(scalars)
+        episodes["return"] = [round(v, 6) for v in episodes["return"]]
+        episodes["length"] = [v if math.isnan(v) else int(v) for v in episodes["length"]]
+        phases = episode_summary(scalars)
+    else:
+        episodes, phases = run.episodes, run.summary
     tags = encode(scalars)
     return {"run": run.path.name, "env": run.env, "method": run.method, "seed": run.seed, "finished": run.finished,
-            "tags": tags, "scalars": decode(tags), "episodes": episodes, "phases": episode_summary(scalars)}  # fmt: skip
+            "tags": tags, "scalars": decode(tags), "episodes": episodes, "phases": phases}  # fmt: skip
 
 
 def write(records: list[dict], path: Path) -> None:
@@ -134,9 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     finished = [run for run in runs if run.finished]
-    records = [record(run, read_scalars(run.path)) if run.episodes is None else  # a run folder, or a series' record
-               {"run": run.path.name, "env": run.env, "method": run.method, "seed": run.seed, "finished": run.finished,
-                "tags": encode(run.scalars), "episodes": run.episodes, "phases": run.summary} for run in finished]  # fmt: skip
+    records = [record(run, read_scalars(run.path) if run.episodes is None else run.scalars) for run in finished]
     write(records, args.out)
     for note in notes:
         print(f"note: {note}")
