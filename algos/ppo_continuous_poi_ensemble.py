@@ -2,7 +2,6 @@
 import os
 import random
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,21 +14,16 @@ import torch.nn as nn
 import torch.optim as optim
 import tyro
 from torch.distributions.normal import Normal
-from torch.utils.tensorboard import SummaryWriter
 
-from common.checkpoint import env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
+from common.checkpoint import env_state, restore_checkpoint, set_env_state
 from common.console import say
-from common.checks import check_range, note_whole_batches
-from common.evaluate import save_policy
-from common.runs import (
-    NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, open_run_dir, progress_line,
-    run_name, raise_stop, save_args, stop_on_signals, stop_requested,
-)
+from common.runs import Run, RunArgs, check_finite, parse_args, progress_line
+from envs import true_next_obs
 from envs.continuous import check_continuous_env, make_continuous_env
 
 
 @dataclass
-class Args:
+class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """the name of this experiment"""
     seed: int = 1
@@ -38,24 +32,6 @@ class Args:
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, cuda will be enabled when available"""
-    torch_threads: int = 1
-    """threads torch may use (small MLPs run fastest on one; sweeps run one process per core)"""
-    track: bool = False
-    """if toggled, this experiment will be tracked with Weights and Biases"""
-    wandb_project_name: str = "emma-rl"
-    """the wandb's project name"""
-    wandb_entity: str | None = None
-    """the entity (team) of wandb's project"""
-    capture_video: bool = False
-    """whether to capture videos of the agent performances (check out `videos` folder)"""
-    save_model: bool = False
-    """whether to save the agent and the forward model into the run folder"""
-    runs_dir: str = "runs"
-    """folder that holds the run folders"""
-    checkpoint_every: int = 100
-    """write checkpoint.pt into the run folder every this many iterations and on Ctrl-C or SIGTERM; 0: never"""
-    resume: str | None = None
-    """continue the run in this folder from its checkpoint.pt, with its own flags, to the end the uninterrupted run reaches"""
 
     # environment arguments
     env: str = "Pendulum-v1"
@@ -130,26 +106,22 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def check_args(args: Args) -> None:
-    """Raise ValueError with a one-line message for any flag value that cannot run; fills the runtime sizes."""
-    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-                 "model_epochs", "model_batch_size"):  # fmt: skip
-        if getattr(args, name) <= 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if args.ensemble_size < 2:
-        raise ValueError(f"--ensemble-size must be at least 2, got {args.ensemble_size}")
-    for name in ("learning_rate", "model_learning_rate", "clip_coef", "max_grad_norm"):
-        check_range(args, name, 0.0, low_open=True)
-    for name in ("ent_coef", "vf_coef", "int_coef", "ext_coef"):
-        check_range(args, name, 0.0)
-    for name in ("gamma", "int_gamma"):
-        check_range(args, name, 0.0, 1.0, low_open=True)
-    check_range(args, "gae_lambda", 0.0, 1.0)
-    check_range(args, "seed", 0)
-    check_range(args, "checkpoint_every", 0)
-    if args.target_kl is not None:
-        check_range(args, "target_kl", 0.0, low_open=True)
-    check_range(args, "int_scale_decay", 0.0, 1.0, high_open=True)
+# what each flag may take, checked before the run starts (common/checks.py): "positive" (an integer, or each of a
+# tuple's), or an interval with open "(" or closed "[" ends; an optional flag left at None passes
+RANGES = {
+    "positive": "total_timesteps num_envs num_steps num_minibatches update_epochs model_epochs model_batch_size "
+    "torch_threads model_hidden_sizes",
+    "(0, inf)": "learning_rate clip_coef max_grad_norm target_kl model_learning_rate",
+    "[0, inf)": "seed checkpoint_every ent_coef vf_coef int_coef ext_coef reward_warmstart",
+    "(0, 1]": "gamma int_gamma",
+    "[0, 1]": "gae_lambda",
+    "[0, 1)": "int_scale_decay",
+    "[2, inf)": "ensemble_size",
+}
+
+
+def fill_in_defaults(args: Args) -> None:
+    """Fill in the runtime sizes; raise ValueError (one line) for what cannot run (an env that is not continuous)."""
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
         raise ValueError(
@@ -291,15 +263,6 @@ class ForwardModel(nn.Module):
         return model.eval()
 
 
-def true_next_obs(next_obs, infos, done):
-    """`next_obs` of a SAME_STEP vector env with each ended episode's final observation in
-    place of the reset observation: the observation the step really led to."""
-    real_next_obs = next_obs.copy()
-    for i in np.flatnonzero(done):
-        real_next_obs[i] = infos["final_obs"][i]
-    return real_next_obs
-
-
 def train_forward_model(model, optimizer, obs, actions, deltas, epochs, batch_size):
     """Mini-batch passes over one rollout's transitions, each member in its own shuffled
     order (one batched step trains all); returns the members' mean training loss."""
@@ -374,86 +337,51 @@ class IntrinsicRewardScale:
 
 
 if __name__ == "__main__":
-    args = tyro.cli(Args)
-    try:
-        checkpoint = read_checkpoint(args) if args.resume else None
-        args = checkpoint["args"] if checkpoint else args
-        check_args(args)
-    except ValueError as error:
-        sys.exit(f"error: {error}")
-    run_dir = Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
-    open_run_dir(run_dir)  # before anything is written into it
-    note_whole_batches(args.total_timesteps, args.batch_size)
-    if args.track:
-        try:
-            import wandb
-        except ImportError:
-            sys.exit("error: --track needs wandb: pip install wandb")
+    args, checkpoint = parse_args(Args, RANGES, fill_in_defaults)
+    with Run(args, checkpoint) as run:  # the run folder, its writer, checkpoints and ending: common/runs.py
+        writer = run.writer
 
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_dir.name,
-            monitor_gym=True,
-            save_code=True,
+        # TRY NOT TO MODIFY: seeding
+        random.seed(args.seed)
+        np.random.seed(args.seed)
+        torch.manual_seed(args.seed)
+        torch.set_num_threads(args.torch_threads)
+        torch.backends.cudnn.deterministic = args.torch_deterministic
+        device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+        # env setup: SAME_STEP autoreset gives the true final observation in infos["final_obs"]
+        envs = gym.vector.SyncVectorEnv(
+            [make_env(args.env, i, args.capture_video, run.dir, args.gamma) for i in range(args.num_envs)],
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
-    # a resumed run drops what its folder logged after the checkpoint (TensorBoard's purge_step)
-    purge_step = checkpoint["values"]["global_step"] + 1 if checkpoint else None
-    writer = SummaryWriter(str(run_dir), flush_secs=30, purge_step=purge_step)
-    if not checkpoint:
-        writer.add_text("hyperparameters", hparams_markdown(args))
+        run.callback(envs.close)
+        assert isinstance(envs.single_action_space, gym.spaces.Box), "only continuous action space is supported"
+        obs_dim = int(np.prod(envs.single_observation_space.shape))
+        action_dim = int(np.prod(envs.single_action_space.shape))
 
-    # TRY NOT TO MODIFY: seeding
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.torch_threads)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+        agent = Agent(obs_dim, action_dim).to(device)
+        optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+        model = ForwardModel(obs_dim, action_dim, args.model_hidden_sizes, args.ensemble_size).to(device)
+        model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
 
-    # env setup: SAME_STEP autoreset gives the true final observation in infos["final_obs"]
-    envs = gym.vector.SyncVectorEnv(
-        [make_env(args.env, i, args.capture_video, run_dir, args.gamma) for i in range(args.num_envs)],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
-    assert isinstance(envs.single_action_space, gym.spaces.Box), "only continuous action space is supported"
-    obs_dim = int(np.prod(envs.single_observation_space.shape))
-    action_dim = int(np.prod(envs.single_action_space.shape))
+        # what a checkpoint saves by state dict (the loop's values: loop_state, below)
+        stateful = dict(agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer)
 
-    agent = Agent(obs_dim, action_dim).to(device)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    model = ForwardModel(obs_dim, action_dim, args.model_hidden_sizes, args.ensemble_size).to(device)
-    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
+        # ALGO Logic: Storage setup
+        obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
+        actions = torch.zeros((args.num_steps, args.num_envs, action_dim)).to(device)
+        logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+        rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+        terminations = torch.zeros((args.num_steps, args.num_envs)).to(device)
+        dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+        values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+        int_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+        final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+        deltas = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
 
-    # what a checkpoint saves by state dict, and what the loop carries from one iteration to the next
-    stateful = dict(agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer)
-
-    def loop_state():
-        return dict(
-            iteration=iteration, global_step=global_step, next_obs=next_obs, int_reward_scale=int_reward_scale,
-            envs=env_state(envs),
-        )
-
-    # ALGO Logic: Storage setup
-    obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
-    actions = torch.zeros((args.num_steps, args.num_envs, action_dim)).to(device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    terminations = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    int_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    deltas = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
-
-    stop_on_signals()
-    try:
         # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
         iteration = 0
         global_step = 0
-        start_time = time.time()
         next_obs, _ = envs.reset(seed=args.seed)
         next_obs = torch.tensor(next_obs, dtype=torch.float32, device=device)
         int_reward_scale = IntrinsicRewardScale(args.num_envs, args.int_gamma, args.int_scale_decay, device)
@@ -462,7 +390,13 @@ if __name__ == "__main__":
             set_env_state(envs, state.pop("envs"))  # with the observation and reward normalisers' statistics
             iteration, global_step, next_obs = state["iteration"], state["global_step"], state["next_obs"]
             int_reward_scale = state["int_reward_scale"]
-        start_step = global_step
+
+        def loop_state():
+            """What the loop carries from one iteration to the next, as a checkpoint saves it."""
+            return dict(
+                iteration=iteration, global_step=global_step, next_obs=next_obs, int_reward_scale=int_reward_scale,
+                envs=env_state(envs),
+            )
 
         for iteration in range(iteration + 1, args.num_iterations + 1):
             # Annealing the rate if instructed to do so.
@@ -613,7 +547,7 @@ if __name__ == "__main__":
             explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
             # TRY NOT TO MODIFY: record rewards for plotting purposes
-            sps = (global_step - start_step) / (time.time() - start_time)
+            sps = run.sps(global_step)
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
             writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
             writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
@@ -629,31 +563,15 @@ if __name__ == "__main__":
             writer.add_scalar("poi/intrinsic_reward_mean", int_rewards.mean().item(), global_step)
             mean_return = np.mean(iteration_returns) if iteration_returns else float("nan")
             say(progress_line(global_step, args.total_timesteps, sps, mean_return, model_train_loss))
-            if args.checkpoint_every and (iteration % args.checkpoint_every == 0 or stop_requested()):
-                save_checkpoint(run_dir, args, stateful, loop_state())
-            if stop_requested():
-                raise_stop()
+            run.end_iteration(iteration, global_step, stateful, loop_state)  # the checkpoint when due; a stop if asked
 
         if args.save_model:
-            torch.save(agent.state_dict(), run_dir / "agent.pt")
-            model.save(run_dir / "forward_model.pt")
             # the agent acts on normalised observations: clip((obs - mean) / sqrt(var + 1e-8), -10, 10), per env
             stats = [observation_statistics(env) for env in envs.envs]
-            np.savez(run_dir / "obs_normalization.npz", mean=np.stack([m for m, _ in stats]),
+            np.savez(run.dir / "obs_normalization.npz", mean=np.stack([m for m, _ in stats]),
                      var=np.stack([v for _, v in stats]), clip=10.0)  # fmt: skip
             obs_normalization = dict(mean=stats[0][0].tolist(), var=stats[0][1].tolist(), clip=10.0, epsilon=1e-8)
-            save_policy(run_dir, agent, obs_dim, dict(  # evaluated with env 0's statistics
+            run.save_models(agent, obs_dim, dict(  # evaluated with env 0's statistics
                 env=args.env, observation="raw", noise="normal", noise_size=action_dim,
                 obs_normalization=obs_normalization,
-            ))  # fmt: skip
-            save_args(args, run_dir / "args.json")
-            say(f"models saved to {run_dir}")
-        writer.flush()
-        mark_finished(run_dir, global_step, time.time() - start_time)
-    except NonFinite as error:  # stopped before the update that would have used it
-        sys.exit(f"error: {error} at global step {global_step}; {run_dir} keeps everything logged before it")
-    except (KeyboardInterrupt, Terminated) as stop:  # no traceback: one line, exit 130 or 143
-        sys.exit(interrupted(run_dir, stop))
-    finally:  # a crash mid-run keeps everything logged so far
-        envs.close()
-        writer.close()
+            ), agent=agent, forward_model=model)  # fmt: skip

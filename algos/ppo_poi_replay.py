@@ -2,7 +2,6 @@
 import os
 import random
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -16,25 +15,17 @@ import torch.nn as nn
 import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
-from torch.utils.tensorboard import SummaryWriter
 
-from common.checkpoint import env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
+from common.checkpoint import env_state, restore_checkpoint, set_env_state
+from common.columns import keep_columns, select_columns
 from common.console import say
-from common.evaluate import save_policy
 from common.heldout import HeldoutEval
-from common.checks import check_range, note_whole_batches
-from common.runs import (
-    NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, open_run_dir, progress_line,
-    run_name, raise_stop, save_args, stop_on_signals, stop_requested,
-)
-from envs import (
-    BatchedColorDoorKey, OneHotFlatObs, check_phase_schedule, is_color_door_key, key_colors, resolve_env_id,
-    view_columns,
-)
+from common.runs import Run, RunArgs, check_finite, parse_args, progress_line
+from envs import fill_in_env_defaults, is_color_door_key, make_vector_env, resolve_env_id, true_next_obs, view_columns
 
 
 @dataclass
-class Args:
+class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """the name of this experiment"""
     seed: int = 1
@@ -43,26 +34,8 @@ class Args:
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, cuda will be enabled when available"""
-    torch_threads: int = 1
-    """threads torch may use (small MLPs run fastest on one; sweeps run one process per core)"""
     bf16: bool = False
     """the policy and value networks' matrix products in bfloat16 (autocast; weights, optimiser and losses stay float32)"""
-    track: bool = False
-    """if toggled, this experiment will be tracked with Weights and Biases"""
-    wandb_project_name: str = "emma-rl"
-    """the wandb's project name"""
-    wandb_entity: str | None = None
-    """the entity (team) of wandb's project"""
-    capture_video: bool = False
-    """whether to capture videos of the agent performances (check out `videos` folder)"""
-    save_model: bool = False
-    """whether to save the agent and the external model into the run folder"""
-    runs_dir: str = "runs"
-    """folder that holds the run folders"""
-    checkpoint_every: int = 100
-    """write checkpoint.pt into the run folder every this many iterations and on Ctrl-C or SIGTERM; 0: never"""
-    resume: str | None = None
-    """continue the run in this folder from its checkpoint.pt, with its own flags, to the end the uninterrupted run reaches"""
 
     # environment arguments
     env: str = "ColorDoorKey"
@@ -155,102 +128,43 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def check_args(args: Args) -> None:
-    """Raise ValueError with a one-line message for any flag combination that cannot run;
-    fills the schedule defaults and the runtime sizes."""
-    env_id = resolve_env_id(args.env)
-    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-                 "model_epochs", "model_batch_size", "eval_every", "eval_steps", "eval_episode_steps"):
-        if getattr(args, name) <= 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("learning_rate", "model_learning_rate", "clip_coef", "max_grad_norm"):
-        check_range(args, name, 0.0, low_open=True)
-    for name in ("ent_coef", "vf_coef", "model_nll_beta"):
-        check_range(args, name, 0.0)
-    check_range(args, "gamma", 0.0, 1.0, low_open=True)
-    check_range(args, "gae_lambda", 0.0, 1.0)
-    check_range(args, "seed", 0)
-    check_range(args, "checkpoint_every", 0)
-    if args.target_kl is not None:
-        check_range(args, "target_kl", 0.0, low_open=True)
-    check_range(args, "eval_changed_min", 0)
-    check_range(args, "replay_size", 1)
-    check_range(args, "priority_alpha", 0.0)
-    check_range(args, "priority_beta", 0.0, 1.0)
-    if not args.model_hidden_sizes or min(args.model_hidden_sizes) <= 0:
-        raise ValueError(f"--model-hidden-sizes must be positive sizes, got {args.model_hidden_sizes}")
-    if not 0.0 <= args.model_dropout < 1.0:
-        raise ValueError(f"--model-dropout must be in [0, 1), got {args.model_dropout}")
+# what each flag may take, checked before the run starts (common/checks.py): "positive" (an integer, or each of a
+# tuple's), or an interval with open "(" or closed "[" ends; an optional flag left at None passes
+RANGES = {
+    "positive": "total_timesteps num_envs num_steps num_minibatches update_epochs model_hidden_sizes model_epochs "
+    "model_batch_size eval_every eval_steps eval_episode_steps replay_size torch_threads",
+    "(0, inf)": "learning_rate clip_coef max_grad_norm target_kl model_learning_rate",
+    "[0, inf)": "seed checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min priority_alpha",
+    "(0, 1]": "gamma",
+    "[0, 1]": "gae_lambda priority_beta",
+    "[0, 1)": "model_dropout",
+}
+
+
+def fill_in_defaults(args: Args) -> None:
+    """Fill in the flags whose defaults depend on others (the model's target; the env's phase schedule and
+    vector env: envs.fill_in_env_defaults) and the runtime sizes; ValueError (one line) for what cannot run."""
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
-        raise ValueError(
-            f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}"
-        )
+        raise ValueError(f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}")
     args.minibatch_size = args.batch_size // args.num_minibatches
-    if args.replay_size < args.batch_size:
-        raise ValueError(f"--replay-size={args.replay_size} must hold at least one rollout ({args.batch_size} transitions)")
     args.num_iterations = args.total_timesteps // args.batch_size
     if args.num_iterations == 0:
         raise ValueError(f"--total-timesteps={args.total_timesteps} is smaller than one batch ({args.batch_size})")
+    if args.replay_size < args.batch_size:
+        raise ValueError(f"--replay-size={args.replay_size} must hold at least one rollout ({args.batch_size} transitions)")
+    color_door_key = is_color_door_key(resolve_env_id(args.env))
     if args.model_target == "auto":
-        args.model_target = "key_distance" if is_color_door_key(env_id) else "forward"
-    if is_color_door_key(env_id):
-        if args.change_steps is None:  # one phase per colour, evenly spaced
-            n = len(args.correct_key_colors)
-            args.change_steps = tuple(args.total_timesteps * k // n for k in range(1, n))
-        check_phase_schedule(
-            list(args.change_steps), list(args.correct_key_colors), args.total_timesteps, key_colors(env_id)
-        )
-    else:
-        if args.change_steps:
-            raise ValueError(f"--change-steps needs a ColorDoorKey env, got {args.env}")
-        if args.model_target != "forward":
-            raise ValueError(f"--model-target {args.model_target} needs a ColorDoorKey env (its info), got {args.env}")
-        args.change_steps, args.correct_key_colors = (), ()
-    if args.vector_env == "auto":
-        args.vector_env = "batched" if is_color_door_key(env_id) and not args.capture_video else "minigrid"
-    if args.vector_env == "batched" and not is_color_door_key(env_id):
-        raise ValueError(f"--vector-env batched needs a ColorDoorKey env, got {args.env}")
-    if args.vector_env == "batched" and args.capture_video:
-        raise ValueError("--capture-video needs --vector-env minigrid (the batched env does not render)")
-
-
-def make_env(env_id, idx, capture_video, run_dir):
-    def thunk():
-        if capture_video and idx == 0:
-            env = gym.make(env_id, render_mode="rgb_array")
-            env = gym.wrappers.RecordVideo(env, f"{run_dir}/videos")
-        else:
-            env = gym.make(env_id)
-        env = OneHotFlatObs(env)
-        env = gym.wrappers.RecordEpisodeStatistics(env)
-        return env
-
-    return thunk
+        args.model_target = "key_distance" if color_door_key else "forward"
+    if args.model_target != "forward" and not color_door_key:
+        raise ValueError(f"--model-target {args.model_target} needs a ColorDoorKey env (its info), got {args.env}")
+    fill_in_env_defaults(args)
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)
     return layer
-
-
-def keep_columns(layer, columns):
-    """`layer`, an initialised first layer (nn.Linear's (out, in) or EnsembleLinear's (members, in, out)
-    weights), with the weights of only the input `columns` (None: all).
-    Fed `x[..., columns]`, it computes what it did on `x` where the other columns of `x` are always
-    zero (`envs.view_columns`: ColorDoorKey's views can set 637 of their 980 one-hot columns): their
-    weights never act and never get a gradient, so the outputs, the gradients and the training stay
-    the same, in two thirds of the first layer's operations."""
-    if columns is not None:
-        layer.weight = nn.Parameter(layer.weight.detach()[:, columns].clone())
-        layer.in_features = len(columns)
-    return layer
-
-
-def select_columns(x, columns):
-    """`x[..., columns]` (None: `x`), by index_select, several times faster than advanced indexing on the CPU."""
-    return x if columns is None else x.index_select(-1, columns)
 
 
 class Agent(nn.Module):
@@ -306,12 +220,11 @@ class ExternalModel(nn.Module):
 
     LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
-    def __init__(self, obs_dim, num_actions, target="forward", hidden_sizes=(256, 256), dropout=0.1,
-                 gaussian=False, nll_beta=0.5, columns=None):
+    def __init__(self, obs_dim, num_actions, target, hidden_sizes, dropout, gaussian=False, nll_beta=0.5, columns=None):
         super().__init__()
         columns = None if columns is None else [int(c) for c in columns]
-        self.config = dict(obs_dim=obs_dim, num_actions=num_actions, target=target, hidden_sizes=tuple(hidden_sizes),
-                           dropout=dropout, gaussian=gaussian, nll_beta=nll_beta, columns=columns)
+        self.config = dict(obs_dim=obs_dim, num_actions=num_actions, target=target, hidden_sizes=tuple(hidden_sizes))
+        self.config.update(dropout=dropout, gaussian=gaussian, nll_beta=nll_beta, columns=columns)  # what load() needs
         self.num_actions, self.target, self.nll_beta = num_actions, target, nll_beta
         self.register_buffer("columns", None if columns is None else torch.tensor(columns))  # see keep_columns
         in_dim = obs_dim + (num_actions if target == "forward" else 0)
@@ -369,15 +282,6 @@ class ExternalModel(nn.Module):
         model = cls(**checkpoint["config"])
         model.load_state_dict(checkpoint["state_dict"])
         return model.eval()
-
-
-def true_next_obs(next_obs, infos, done):
-    """`next_obs` of a SAME_STEP vector env with each ended episode's final observation in
-    place of the reset observation: the observation the step really led to."""
-    real_next_obs = next_obs.copy()
-    for i in np.flatnonzero(done):
-        real_next_obs[i] = infos["final_obs"][i]
-    return real_next_obs
 
 
 def model_targets(target, obs, next_obs, info_values):
@@ -491,107 +395,65 @@ def compute_gae(rewards, values, next_values, terminations, dones, gamma, gae_la
 
 
 if __name__ == "__main__":
-    args = tyro.cli(Args)
-    try:
-        checkpoint = read_checkpoint(args) if args.resume else None
-        args = checkpoint["args"] if checkpoint else args
-        check_args(args)
-    except ValueError as error:
-        sys.exit(f"error: {error}")
+    args, checkpoint = parse_args(Args, RANGES, fill_in_defaults)
     env_id = resolve_env_id(args.env)
-    run_dir = Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
-    open_run_dir(run_dir)  # before anything is written into it
-    note_whole_batches(args.total_timesteps, args.batch_size)
-    if args.track:
-        try:
-            import wandb
-        except ImportError:
-            sys.exit("error: --track needs wandb: pip install wandb")
+    with Run(args, checkpoint) as run:  # the run folder, its writer, checkpoints and ending: common/runs.py
+        writer = run.writer
 
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_dir.name,
-            monitor_gym=True,
-            save_code=True,
+        # TRY NOT TO MODIFY: seeding
+        random.seed(args.seed)
+        np.random.seed(args.seed)
+        torch.manual_seed(args.seed)
+        torch.set_num_threads(args.torch_threads)
+        torch.backends.cudnn.deterministic = args.torch_deterministic
+        device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+        # env setup: the one-hot view, SAME_STEP autoreset (the true final observation in infos["final_obs"])
+        envs = make_vector_env(env_id, args.num_envs, args.vector_env, args.capture_video, run.dir)
+        run.callback(envs.close)
+        assert isinstance(envs.single_action_space, gym.spaces.Discrete), "only discrete action space is supported"
+        obs_dim = int(envs.single_observation_space.shape[0])
+        num_actions = int(envs.single_action_space.n)
+        phase_colors = list(args.correct_key_colors)
+        if phase_colors:
+            envs.call("set_correct_key_color", phase_colors[0])
+        info_keys = () if args.model_target == "forward" else (args.model_target,)
+
+        columns = view_columns(env_id)  # the view's columns ColorDoorKey can set: see keep_columns
+        agent = Agent(obs_dim, num_actions, args.bf16, columns=columns).to(device)
+        optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+        model = ExternalModel(
+            obs_dim, num_actions, args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian,
+            args.model_nll_beta, columns=columns,
         )
-    # a resumed run drops what its folder logged after the checkpoint (TensorBoard's purge_step)
-    purge_step = checkpoint["values"]["global_step"] + 1 if checkpoint else None
-    writer = SummaryWriter(str(run_dir), flush_secs=30, purge_step=purge_step)
-    if not checkpoint:
-        writer.add_text("hyperparameters", hparams_markdown(args))
+        model = model.to(device)
+        model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
+        replay = ReplayBuffer(args.replay_size, obs_dim, obs_dim if args.model_target == "forward" else 1, device)
+        model_updates = args.model_epochs * -(-args.batch_size // args.model_batch_size)
+        model_rng = RngStream(args.seed + 1)  # the policy runs the same whatever --model-data
 
-    # TRY NOT TO MODIFY: seeding
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.torch_threads)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+        # what a checkpoint saves by state dict (the loop's values: loop_state, below)
+        stateful = dict(agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer)
 
-    # env setup: SAME_STEP autoreset returns the reset observation at once and the true
-    # final observation in infos["final_obs"], so every stored step is a real transition
-    if args.vector_env == "batched":
-        envs = BatchedColorDoorKey(args.num_envs, **gym.spec(env_id).kwargs)
-    else:
-        envs = gym.vector.SyncVectorEnv(
-            [make_env(env_id, i, args.capture_video, run_dir) for i in range(args.num_envs)],
-            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-        )
-    assert isinstance(envs.single_action_space, gym.spaces.Discrete), "only discrete action space is supported"
-    obs_dim = int(envs.single_observation_space.shape[0])
-    num_actions = int(envs.single_action_space.n)
-    phase_colors = list(args.correct_key_colors)
-    if phase_colors:
-        envs.call("set_correct_key_color", phase_colors[0])
-    info_keys = () if args.model_target == "forward" else (args.model_target,)
+        # the external model's held-out sets of each phase (the same for every seed) and their logging
+        heldout_eval = HeldoutEval(model, model_targets, env_id, phase_colors, args.model_target, args.eval_steps,
+                                   args.eval_episode_steps, args.eval_changed_min, device)  # fmt: skip
 
-    columns = view_columns(env_id)  # the view's columns ColorDoorKey can set: see keep_columns
-    agent = Agent(obs_dim, num_actions, args.bf16, columns=columns).to(device)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-    model = ExternalModel(
-        obs_dim, num_actions, args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian,
-        args.model_nll_beta, columns=columns,
-    )
-    model = model.to(device)
-    model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
-    replay = ReplayBuffer(args.replay_size, obs_dim, obs_dim if args.model_target == "forward" else 1, device)
-    model_updates = args.model_epochs * -(-args.batch_size // args.model_batch_size)
-    model_rng = RngStream(args.seed + 1)  # the policy runs the same whatever --model-data
+        # ALGO Logic: Storage setup
+        obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
+        actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long).to(device)
+        logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+        rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+        terminations = torch.zeros((args.num_steps, args.num_envs)).to(device)
+        dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+        values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+        final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+        targets = torch.zeros((args.num_steps, args.num_envs, obs_dim if args.model_target == "forward" else 1)).to(device)
 
-    # what a checkpoint saves by state dict, and what the loop carries from one iteration to the next
-    stateful = dict(agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer)
-
-    def loop_state():
-        return dict(
-            iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
-            replay=replay, model_rng=model_rng, envs=env_state(envs),
-        )
-
-    # the external model's held-out sets of each phase (the same for every seed) and their logging
-    heldout_eval = HeldoutEval(model, model_targets, env_id, phase_colors, args.model_target, args.eval_steps,
-                               args.eval_episode_steps, args.eval_changed_min, device)  # fmt: skip
-
-    # ALGO Logic: Storage setup
-    obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
-    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long).to(device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    terminations = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    targets = torch.zeros((args.num_steps, args.num_envs, obs_dim if args.model_target == "forward" else 1)).to(device)
-
-    stop_on_signals()
-    try:
         # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
         iteration = 0
         global_step = 0
         phase = 0
-        start_time = time.time()
         next_obs, infos = envs.reset(seed=args.seed)
         next_obs = torch.tensor(next_obs, device=device)
         next_info = torch.tensor(infos[info_keys[0]], device=device) if info_keys else None
@@ -602,8 +464,14 @@ if __name__ == "__main__":
             iteration, global_step, phase = state["iteration"], state["global_step"], state["phase"]
             next_obs, next_info = state["next_obs"], state["next_info"]
             replay, model_rng = state["replay"], state["model_rng"]
-        start_step = global_step
         heldout_eval.load(phase)
+
+        def loop_state():
+            """What the loop carries from one iteration to the next, as a checkpoint saves it."""
+            return dict(
+                iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
+                replay=replay, model_rng=model_rng, envs=env_state(envs),
+            )
 
         for iteration in range(iteration + 1, args.num_iterations + 1):
             # Annealing the rate if instructed to do so.
@@ -745,7 +613,7 @@ if __name__ == "__main__":
             explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
             # TRY NOT TO MODIFY: record rewards for plotting purposes
-            sps = (global_step - start_step) / (time.time() - start_time)
+            sps = run.sps(global_step)
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
             writer.add_scalar("charts/phase", phase, global_step)
             writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
@@ -758,26 +626,10 @@ if __name__ == "__main__":
             writer.add_scalar("charts/SPS", int(sps), global_step)
             mean_return = np.mean(iteration_returns) if iteration_returns else float("nan")
             say(progress_line(global_step, args.total_timesteps, sps, mean_return, model_train_loss))
-            if args.checkpoint_every and (iteration % args.checkpoint_every == 0 or stop_requested()):
-                save_checkpoint(run_dir, args, stateful, loop_state())
-            if stop_requested():
-                raise_stop()
+            run.end_iteration(iteration, global_step, stateful, loop_state)  # the checkpoint when due; a stop if asked
 
         if args.save_model:
-            torch.save(agent.state_dict(), run_dir / "agent.pt")
-            model.save(run_dir / "external_model.pt")
-            save_policy(run_dir, agent, obs_dim, dict(
+            run.save_models(agent, obs_dim, dict(
                 env=args.env, observation="one_hot_view", noise="gumbel", noise_size=num_actions,
                 correct_key_color=phase_colors[-1] if phase_colors else None,
-            ))  # fmt: skip
-            save_args(args, run_dir / "args.json")
-            say(f"models saved to {run_dir}")
-        writer.flush()
-        mark_finished(run_dir, global_step, time.time() - start_time)
-    except NonFinite as error:  # stopped before the update that would have used it
-        sys.exit(f"error: {error} at global step {global_step}; {run_dir} keeps everything logged before it")
-    except (KeyboardInterrupt, Terminated) as stop:  # no traceback: one line, exit 130 or 143
-        sys.exit(interrupted(run_dir, stop))
-    finally:  # a crash mid-run keeps everything logged so far
-        envs.close()
-        writer.close()
+            ), agent=agent, external_model=model)  # fmt: skip

@@ -2,7 +2,6 @@
 import os
 import random
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -15,22 +14,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
-import tyro
-from torch.utils.tensorboard import SummaryWriter
 
-from common.checkpoint import env_state, read_checkpoint, restore_checkpoint, save_checkpoint, set_env_state
+from common.checkpoint import env_state, restore_checkpoint, set_env_state
 from common.console import say
-from common.checks import check_range
-from common.evaluate import save_policy
-from common.runs import (
-    NonFinite, Terminated, check_finite, hparams_markdown, interrupted, mark_finished, open_run_dir, progress_line,
-    run_name, raise_stop, save_args, stop_on_signals, stop_requested,
-)
+from common.runs import Run, RunArgs, check_finite, parse_args, progress_line
+from envs import true_next_obs
 from envs.continuous import check_continuous_env, make_continuous_env
 
 
 @dataclass
-class Args:
+class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """the name of this experiment"""
     seed: int = 1
@@ -39,24 +32,8 @@ class Args:
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, cuda will be enabled when available"""
-    torch_threads: int = 1
-    """threads torch may use (small MLPs run fastest on one; sweeps run one process per core)"""
-    track: bool = False
-    """if toggled, this experiment will be tracked with Weights and Biases"""
-    wandb_project_name: str = "emma-rl"
-    """the wandb's project name"""
-    wandb_entity: str | None = None
-    """the entity (team) of wandb's project"""
-    capture_video: bool = False
-    """whether to capture videos of the agent performances (check out `videos` folder)"""
-    save_model: bool = False
-    """whether to save the actor and the forward model into the run folder"""
-    runs_dir: str = "runs"
-    """folder that holds the run folders"""
     checkpoint_every: int = 10000
     """write checkpoint.pt (with the replay buffer and the forward model's data) every this many steps, a multiple of 1000 (the logging interval), and on Ctrl-C or SIGTERM; 0: never"""
-    resume: str | None = None
-    """continue the run in this folder from its checkpoint.pt, with its own flags, to the end the uninterrupted run reaches"""
 
     # environment arguments
     env: str = "Pendulum-v1"
@@ -109,25 +86,24 @@ class Args:
     """share of the transitions held out (never trained on) for `fm/eval_loss`"""
 
 
-def check_args(args: Args) -> None:
-    """Raise ValueError with a one-line message for any flag value that cannot run."""
-    for name in ("total_timesteps", "buffer_size", "batch_size", "policy_frequency", "target_network_frequency",
-                 "fm_hidden_size", "fm_layers", "fm_retrain_every", "fm_epochs", "fm_batch_size"):  # fmt: skip
-        if getattr(args, name) <= 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+# what each flag may take, checked before the run starts (common/checks.py): "positive" (an integer, or each of a
+# tuple's), or an interval with open "(" or closed "[" ends; an optional flag left at None passes
+RANGES = {
+    "positive": "total_timesteps buffer_size batch_size policy_frequency target_network_frequency fm_hidden_size "
+    "fm_layers fm_retrain_every fm_epochs fm_batch_size torch_threads",
+    "(0, inf)": "policy_lr q_lr fm_learning_rate",
+    "[0, inf)": "seed checkpoint_every alpha",
+    "(0, 1]": "gamma tau",
+    "(0, 1)": "fm_eval_fraction",
+}
+
+
+def fill_in_defaults(args: Args) -> None:
+    """Nothing to fill in; raise ValueError (one line) for what cannot run."""
     if not 0 <= args.learning_starts < args.total_timesteps:
         raise ValueError(f"--learning-starts must be in [0, total-timesteps={args.total_timesteps}), got {args.learning_starts}")
-    for name in ("policy_lr", "q_lr", "fm_learning_rate"):
-        check_range(args, name, 0.0, low_open=True)
-    for name in ("gamma", "tau"):
-        check_range(args, name, 0.0, 1.0, low_open=True)
-    check_range(args, "alpha", 0.0)
-    check_range(args, "seed", 0)
-    check_range(args, "checkpoint_every", 0)
     if args.checkpoint_every % 1000:
         raise ValueError(f"--checkpoint-every must be a multiple of 1000 (SAC logs every 1000 steps), got {args.checkpoint_every}")
-    if not 0.0 < args.fm_eval_fraction < 1.0:
-        raise ValueError(f"--fm-eval-fraction must be in (0, 1), got {args.fm_eval_fraction}")
     check_continuous_env(args.env)
 
 
@@ -331,105 +307,62 @@ def eval_forward_model(model, obs, actions, deltas, chunk=65_536):
     return torch.cat(losses).mean().item()
 
 
-def true_next_obs(next_obs, infos, done):
-    """`next_obs` of a SAME_STEP vector env with each ended episode's final observation in
-    place of the reset observation: the observation the step really led to."""
-    real_next_obs = next_obs.copy()
-    for i in np.flatnonzero(done):
-        real_next_obs[i] = infos["final_obs"][i]
-    return real_next_obs
-
-
 if __name__ == "__main__":
-    args = tyro.cli(Args)
-    try:
-        checkpoint = read_checkpoint(args) if args.resume else None
-        args = checkpoint["args"] if checkpoint else args
-        check_args(args)
-    except ValueError as error:
-        sys.exit(f"error: {error}")
-    run_dir = Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
-    open_run_dir(run_dir)  # before anything is written into it
-    if args.track:
-        try:
-            import wandb
-        except ImportError:
-            sys.exit("error: --track needs wandb: pip install wandb")
+    args, checkpoint = parse_args(Args, RANGES, fill_in_defaults)
+    with Run(args, checkpoint) as run:  # the run folder, its writer, checkpoints and ending: common/runs.py
+        writer = run.writer
 
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_dir.name,
-            monitor_gym=True,
-            save_code=True,
+        # TRY NOT TO MODIFY: seeding
+        random.seed(args.seed)
+        np.random.seed(args.seed)
+        torch.manual_seed(args.seed)
+        torch.set_num_threads(args.torch_threads)
+        torch.backends.cudnn.deterministic = args.torch_deterministic
+        device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+        # env setup: SAME_STEP autoreset gives the true final observation in infos["final_obs"]
+        envs = gym.vector.SyncVectorEnv(
+            [make_env(args.env, args.seed, args.capture_video, run.dir)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
         )
-    # a resumed run drops what its folder logged after the checkpoint (TensorBoard's purge_step)
-    purge_step = checkpoint["values"]["global_step"] + 1 if checkpoint else None
-    writer = SummaryWriter(str(run_dir), flush_secs=30, purge_step=purge_step)
-    if not checkpoint:
-        writer.add_text("hyperparameters", hparams_markdown(args))
+        run.callback(envs.close)
+        assert isinstance(envs.single_action_space, gym.spaces.Box), "only continuous action space is supported"
+        obs_dim = int(np.prod(envs.single_observation_space.shape))
+        action_dim = int(np.prod(envs.single_action_space.shape))
 
-    # TRY NOT TO MODIFY: seeding
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.torch_threads)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+        actor = Actor(obs_dim, envs.single_action_space).to(device)
+        qf1 = SoftQNetwork(obs_dim, action_dim).to(device)
+        qf2 = SoftQNetwork(obs_dim, action_dim).to(device)
+        qf1_target = SoftQNetwork(obs_dim, action_dim).to(device)
+        qf2_target = SoftQNetwork(obs_dim, action_dim).to(device)
+        qf1_target.load_state_dict(qf1.state_dict())
+        qf2_target.load_state_dict(qf2.state_dict())
+        q_optimizer = optim.Adam(list(qf1.parameters()) + list(qf2.parameters()), lr=args.q_lr, fused=True)
+        actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.policy_lr, fused=True)
 
-    # env setup: SAME_STEP autoreset gives the true final observation in infos["final_obs"]
-    envs = gym.vector.SyncVectorEnv(
-        [make_env(args.env, args.seed, args.capture_video, run_dir)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
-    )
-    assert isinstance(envs.single_action_space, gym.spaces.Box), "only continuous action space is supported"
-    obs_dim = int(np.prod(envs.single_observation_space.shape))
-    action_dim = int(np.prod(envs.single_action_space.shape))
+        # Automatic entropy tuning
+        if args.autotune:
+            target_entropy = -float(action_dim)
+            log_alpha = torch.tensor(np.log(args.alpha), dtype=torch.float32, device=device, requires_grad=True)
+            alpha = log_alpha.exp().item()
+            a_optimizer = optim.Adam([log_alpha], lr=args.q_lr, fused=True)
+        else:
+            alpha = args.alpha
 
-    actor = Actor(obs_dim, envs.single_action_space).to(device)
-    qf1 = SoftQNetwork(obs_dim, action_dim).to(device)
-    qf2 = SoftQNetwork(obs_dim, action_dim).to(device)
-    qf1_target = SoftQNetwork(obs_dim, action_dim).to(device)
-    qf2_target = SoftQNetwork(obs_dim, action_dim).to(device)
-    qf1_target.load_state_dict(qf1.state_dict())
-    qf2_target.load_state_dict(qf2.state_dict())
-    q_optimizer = optim.Adam(list(qf1.parameters()) + list(qf2.parameters()), lr=args.q_lr, fused=True)
-    actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.policy_lr, fused=True)
+        rb = ReplayBuffer(min(args.buffer_size, args.total_timesteps), obs_dim, action_dim)
+        fm = ForwardModel(obs_dim, action_dim, args.fm_hidden_size, args.fm_layers, args.fm_activation, args.fm_gaussian)
+        fm = fm.to(device)
+        fm_optimizer = optim.Adam(fm.parameters(), lr=args.fm_learning_rate, fused=True)
+        transitions = TransitionSet(args.total_timesteps, obs_dim, action_dim, args.fm_eval_fraction, args.seed)
+        fm_train_loss = float("nan")
 
-    # Automatic entropy tuning
-    if args.autotune:
-        target_entropy = -float(action_dim)
-        log_alpha = torch.tensor(np.log(args.alpha), dtype=torch.float32, device=device, requires_grad=True)
-        alpha = log_alpha.exp().item()
-        a_optimizer = optim.Adam([log_alpha], lr=args.q_lr, fused=True)
-    else:
-        alpha = args.alpha
+        # what a checkpoint saves by state dict (the loop's values: loop_state, below)
+        stateful = dict(actor=actor, qf1=qf1, qf2=qf2, qf1_target=qf1_target, qf2_target=qf2_target, q_optimizer=q_optimizer,
+                        actor_optimizer=actor_optimizer, fm=fm, fm_optimizer=fm_optimizer)  # fmt: skip
+        if args.autotune:
+            stateful["a_optimizer"] = a_optimizer
 
-    rb = ReplayBuffer(min(args.buffer_size, args.total_timesteps), obs_dim, action_dim)
-    fm = ForwardModel(obs_dim, action_dim, args.fm_hidden_size, args.fm_layers, args.fm_activation, args.fm_gaussian)
-    fm = fm.to(device)
-    fm_optimizer = optim.Adam(fm.parameters(), lr=args.fm_learning_rate, fused=True)
-    transitions = TransitionSet(args.total_timesteps, obs_dim, action_dim, args.fm_eval_fraction, args.seed)
-    fm_train_loss = float("nan")
-
-    # what a checkpoint saves by state dict, and what the loop carries from one step to the next
-    stateful = dict(actor=actor, qf1=qf1, qf2=qf2, qf1_target=qf1_target, qf2_target=qf2_target, q_optimizer=q_optimizer,
-                    actor_optimizer=actor_optimizer, fm=fm, fm_optimizer=fm_optimizer)  # fmt: skip
-    if args.autotune:
-        stateful["a_optimizer"] = a_optimizer
-
-    def loop_state():
-        return dict(
-            global_step=global_step, obs=obs, episode_returns=episode_returns, fm_train_loss=fm_train_loss, rb=rb,
-            transitions=transitions, log_alpha=log_alpha.detach() if args.autotune else None, envs=env_state(envs),
-        )
-
-    stop_on_signals()
-    try:
         # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
         global_step = 0
-        start_time = time.time()
         obs, _ = envs.reset(seed=args.seed)
         episode_returns = []
         if checkpoint:  # last: building the networks drew from the random states it restores
@@ -440,7 +373,13 @@ if __name__ == "__main__":
             if args.autotune:
                 log_alpha.data.copy_(state["log_alpha"])
                 alpha = log_alpha.exp().item()
-        start_step = global_step
+
+        def loop_state():
+            """What the loop carries from one iteration to the next, as a checkpoint saves it."""
+            return dict(
+                global_step=global_step, obs=obs, episode_returns=episode_returns, fm_train_loss=fm_train_loss, rb=rb,
+                transitions=transitions, log_alpha=log_alpha.detach() if args.autotune else None, envs=env_state(envs),
+            )
 
         for global_step in range(global_step + 1, args.total_timesteps + 1):
             # ALGO LOGIC: put action logic here
@@ -529,7 +468,7 @@ if __name__ == "__main__":
                     writer.add_scalar("fm/eval_loss", eval_forward_model(fm, *eval_part), global_step)
 
             if global_step % 1000 == 0 or global_step == args.total_timesteps:
-                sps = (global_step - start_step) / (time.time() - start_time)
+                sps = run.sps(global_step)
                 if global_step > args.learning_starts:
                     writer.add_scalar("losses/qf1_values", qf1_a_values.mean().item(), global_step)
                     writer.add_scalar("losses/qf2_values", qf2_a_values.mean().item(), global_step)
@@ -545,23 +484,7 @@ if __name__ == "__main__":
                 mean_return = np.mean(episode_returns) if episode_returns else float("nan")
                 say(progress_line(global_step, args.total_timesteps, sps, mean_return, fm_train_loss))
                 episode_returns = []
-                if args.checkpoint_every and (global_step % args.checkpoint_every == 0 or stop_requested()):
-                    save_checkpoint(run_dir, args, stateful, loop_state())
-                if stop_requested():
-                    raise_stop()
+                run.end_iteration(global_step, global_step, stateful, loop_state)  # the checkpoint when due; a stop if asked
 
         if args.save_model:
-            torch.save(actor.state_dict(), run_dir / "actor.pt")
-            fm.save(run_dir / "forward_model.pt")
-            save_policy(run_dir, actor, obs_dim, dict(env=args.env, observation="raw", noise="normal", noise_size=action_dim))
-            save_args(args, run_dir / "args.json")
-            say(f"models saved to {run_dir}")
-        writer.flush()
-        mark_finished(run_dir, args.total_timesteps, time.time() - start_time)
-    except NonFinite as error:  # stopped before the update that would have used it
-        sys.exit(f"error: {error} at global step {global_step}; {run_dir} keeps everything logged before it")
-    except (KeyboardInterrupt, Terminated) as stop:  # no traceback: one line, exit 130 or 143
-        sys.exit(interrupted(run_dir, stop))
-    finally:  # a crash mid-run keeps everything logged so far
-        envs.close()
-        writer.close()
+            run.save_models(actor, obs_dim, dict(env=args.env, observation="raw", noise="normal", noise_size=action_dim), actor=actor, forward_model=fm)

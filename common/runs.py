@@ -1,7 +1,24 @@
-"""Run naming and locking, hyperparameter logging, saving and the console progress line."""
+"""A run's plumbing, out of the algorithm files: its flags (`parse_args`), its folder, writer, checkpoints
+and ending (`Run`), naming and locking, hyperparameter logging, saving and the console progress line.
+
+An algorithm file's main block reads:
+
+    args, checkpoint = parse_args(Args, RANGES, fill_in_defaults)
+    with Run(args, checkpoint) as run:   # the run folder (locked), the writer, Ctrl-C and SIGTERM
+        run.callback(envs.close)         # closed at the end, whatever happens (an ExitStack)
+        ...
+        for iteration in ...:
+            ...
+            run.end_iteration(iteration, global_step, stateful, loop_state)  # checkpoint when due; stop if asked
+        if args.save_model:
+            run.save_models(agent, obs_dim, policy_meta, agent=agent, external_model=model)
+    # leaving the block: finished.json if the loop ended; one line and exit 130/143 on Ctrl-C/SIGTERM, or on
+    # a non-finite loss; the writer closed and everything logged kept in every case
+"""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -13,8 +30,38 @@ import sys
 import time
 from pathlib import Path
 
-from common.checkpoint import CHECKPOINT, PREVIOUS_CHECKPOINT
+import torch
+import tyro
+from torch.utils.tensorboard import SummaryWriter
+
+from common.checkpoint import CHECKPOINT, PREVIOUS_CHECKPOINT, read_checkpoint, save_checkpoint
+from common.checks import check_and_fill, note_whole_batches
 from common.console import say
+from common.evaluate import save_policy
+
+
+@dataclasses.dataclass
+class RunArgs:
+    """The flags of a run's plumbing, shared by every algorithm file's `Args` (which inherits them)."""
+
+    torch_threads: int = 1
+    """threads torch may use (small MLPs run fastest on one; sweeps run one process per core)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "emma-rl"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (check out `videos` folder)"""
+    save_model: bool = False
+    """whether to save the agent (its policy exported for common.evaluate) and the external model into the run folder"""
+    runs_dir: str = "runs"
+    """folder that holds the run folders"""
+    checkpoint_every: int = 100
+    """write checkpoint.pt into the run folder every this many iterations and on Ctrl-C or SIGTERM; 0: never"""
+    resume: str | None = None
+    """continue the run in this folder from its checkpoint.pt, with its own flags, to the end the uninterrupted run reaches"""
 
 
 COMPLETION_MARKER = "finished.json"
@@ -144,3 +191,91 @@ def check_finite(name: str, value) -> None:
     value = float(value.detach()) if hasattr(value, "detach") else float(value)
     if not math.isfinite(value):
         raise NonFinite(f"the {name} is {value}")
+
+
+def parse_args(args_class, ranges: dict[str, str], fill_in_defaults, argv: list[str] | None = None):
+    """The run's flags and, with --resume, its checkpoint (whose flags replace the command line's):
+    checked against `ranges` and filled in (`common.checks.check_and_fill`). A bad value or a
+    checkpoint that cannot be read: one line and exit 1, before anything is written."""
+    args = tyro.cli(args_class, args=argv)
+    try:
+        checkpoint = read_checkpoint(args) if args.resume else None
+        args = check_and_fill(checkpoint["args"] if checkpoint else args, ranges, fill_in_defaults)
+    except ValueError as error:
+        sys.exit(f"error: {error}")
+    return args, checkpoint
+
+
+class Run(contextlib.ExitStack):
+    """One run's folder, TensorBoard writer, checkpoints and ending, as a context manager.
+
+    Entering locks the run folder (`open_run_dir`), opens the writer (a resumed run drops what was
+    logged after its checkpoint: TensorBoard's purge_step), logs the hyperparameters of a new run,
+    starts wandb with --track, and makes Ctrl-C and SIGTERM ask for a stop at the end of the
+    iteration. Leaving it closes what was registered with `callback` and the writer, then: after the
+    loop's end, writes finished.json; after a stop, a non-finite loss or a second Ctrl-C, one line
+    and the exit code (130, 143, 1) with all that was logged and checkpointed kept."""
+
+    def __init__(self, args, checkpoint: dict | None):
+        super().__init__()
+        self.args = args
+        self.dir = Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
+        self.global_step = checkpoint["values"]["global_step"] if checkpoint else 0
+        self.start_step, self.start_time = self.global_step, time.time()
+        open_run_dir(self.dir)  # before anything is written into it
+        if hasattr(args, "num_iterations"):  # a run of whole batches (PPO's; SAC's batch size is its minibatch)
+            note_whole_batches(args.total_timesteps, args.batch_size)
+        if args.track:
+            try:
+                import wandb
+            except ImportError:
+                sys.exit("error: --track needs wandb: pip install wandb")
+            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True,
+                       config=vars(args), name=self.dir.name, monitor_gym=True, save_code=True)  # fmt: skip
+        purge_step = self.global_step + 1 if checkpoint else None
+        self.writer = SummaryWriter(str(self.dir), flush_secs=30, purge_step=purge_step)
+        self.callback(self.writer.close)  # closed last
+        if not checkpoint:
+            self.writer.add_text("hyperparameters", hparams_markdown(args))
+
+    def __enter__(self):
+        stop_on_signals()
+        return super().__enter__()
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        super().__exit__(None, None, None)  # what was registered, then the writer: everything logged is kept
+        if error is None:
+            mark_finished(self.dir, self.global_step, time.time() - self.start_time)
+        elif isinstance(error, NonFinite):  # stopped before the update that would have used it
+            sys.exit(f"error: {error} in the iteration after global step {self.global_step}; "
+                     f"{self.dir} keeps everything logged before it")  # fmt: skip
+        elif isinstance(error, (KeyboardInterrupt, Terminated)):  # no traceback: one line, exit 130 or 143
+            sys.exit(interrupted(self.dir, error))
+        return False  # any other error goes on, with its traceback
+
+    def sps(self, global_step: int) -> float:
+        """Steps per second since this process started the run (a resumed run: since it resumed)."""
+        return (global_step - self.start_step) / (time.time() - self.start_time)
+
+    def end_iteration(self, iteration: int, global_step: int, stateful: dict, loop_state) -> None:
+        """After an iteration's logging: the checkpoint (`stateful` by state dict, `loop_state()` as
+        values) every --checkpoint-every iterations and when a stop was asked; then the stop."""
+        self.global_step = global_step
+        every = self.args.checkpoint_every
+        if every and (iteration % every == 0 or stop_requested()):
+            save_checkpoint(self.dir, self.args, stateful, loop_state())
+        if stop_requested():
+            raise_stop()
+
+    def save_models(self, policy, obs_dim: int, policy_meta: dict, **networks) -> None:
+        """--save-model: each of `networks` as `<name>.pt` (with its `save` if it has one: an external
+        model keeps its config and loads without the algorithm file, else its state dict), `policy`
+        exported for `common.evaluate` with `policy_meta`, and the flags as args.json."""
+        for name, network in networks.items():
+            if hasattr(network, "save"):
+                network.save(self.dir / f"{name}.pt")
+            else:
+                torch.save(network.state_dict(), self.dir / f"{name}.pt")
+        save_policy(self.dir, policy, obs_dim, policy_meta)
+        save_args(self.args, self.dir / "args.json")
+        say(f"models saved to {self.dir}")

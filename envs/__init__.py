@@ -33,14 +33,17 @@ __all__ = [
     "check_color",
     "check_phase_schedule",
     "color_moves",
+    "fill_in_env_defaults",
     "flat_to_image",
     "is_color_door_key",
     "key_colors",
     "key_distance",
     "known_env_names",
+    "make_vector_env",
     "one_hot_view",
     "resolve_env_id",
     "target_changed",
+    "true_next_obs",
     "view_columns",
 ]
 
@@ -119,6 +122,63 @@ def check_phase_schedule(change_steps: list[int], colors: list[str], total_times
         raise ValueError(f"change steps must be strictly increasing, got {change_steps}")
     if change_steps and not (0 < change_steps[0] and change_steps[-1] < total_timesteps):
         raise ValueError(f"change steps must lie in (0, total-timesteps={total_timesteps}), got {change_steps}")
+
+
+def make_vector_env(env_id: str, num_envs: int, kind: str, capture_video: bool = False, run_dir=None):
+    """`num_envs` copies of `env_id` as the discrete algorithm files see them: the one-hot view
+    (`OneHotFlatObs`), episode statistics, and SAME_STEP autoreset (a step that ends an episode
+    returns the reset observation, its true final observation in `infos["final_obs"]`, so every
+    stored step is a real transition). `kind` "batched": ColorDoorKey's numpy twin (envs/batched.py,
+    step-equal); "minigrid": a SyncVectorEnv, env 0 recorded into `run_dir/videos` with `capture_video`."""
+    if kind == "batched":
+        return BatchedColorDoorKey(num_envs, **gym.spec(env_id).kwargs)
+
+    def make(idx):
+        def thunk():
+            if capture_video and idx == 0:
+                env = gym.make(env_id, render_mode="rgb_array")
+                env = gym.wrappers.RecordVideo(env, f"{run_dir}/videos")
+            else:
+                env = gym.make(env_id)
+            return gym.wrappers.RecordEpisodeStatistics(OneHotFlatObs(env))
+
+        return thunk
+
+    return gym.vector.SyncVectorEnv([make(i) for i in range(num_envs)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
+def true_next_obs(next_obs, infos, done):
+    """`next_obs` of a SAME_STEP vector env with each ended episode's final observation in
+    place of the reset observation: the observation the step really led to."""
+    real_next_obs = next_obs.copy()
+    for i in np.flatnonzero(done):
+        real_next_obs[i] = infos["final_obs"][i]
+    return real_next_obs
+
+
+def fill_in_env_defaults(args) -> None:
+    """The env flags of an algorithm file's `args` whose defaults depend on the env, filled in and
+    checked (ValueError, one line): on ColorDoorKey, `change_steps` (default: one phase per correct
+    key colour, evenly spaced) and the phase schedule; elsewhere no phases. `vector_env` "auto":
+    the batched twin on ColorDoorKey (not with `capture_video`: it does not render)."""
+    env_id = resolve_env_id(args.env)
+    if is_color_door_key(env_id):
+        if args.change_steps is None:
+            n = len(args.correct_key_colors)
+            args.change_steps = tuple(args.total_timesteps * k // n for k in range(1, n))
+        check_phase_schedule(
+            list(args.change_steps), list(args.correct_key_colors), args.total_timesteps, key_colors(env_id)
+        )
+    else:
+        if args.change_steps:
+            raise ValueError(f"--change-steps needs a ColorDoorKey env, got {args.env}")
+        args.change_steps, args.correct_key_colors = (), ()
+    if args.vector_env == "auto":
+        args.vector_env = "batched" if is_color_door_key(env_id) and not args.capture_video else "minigrid"
+    if args.vector_env == "batched" and not is_color_door_key(env_id):
+        raise ValueError(f"--vector-env batched needs a ColorDoorKey env, got {args.env}")
+    if args.vector_env == "batched" and args.capture_video:
+        raise ValueError("--capture-video needs --vector-env minigrid (the batched env does not render)")
 
 
 class OneHotFlatObs(gym.ObservationWrapper):

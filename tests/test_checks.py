@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from common.checks import check_range
+from common.checks import check_and_fill, check_range
 
 DISCRETE = ["ppo", "ppo_poi_replay", "ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress",
             "ppo_poi_diayn", "ppo_poi_emb", "ppo_poi_policy"]
@@ -34,7 +34,7 @@ BAD = [
 def test_check_args_rejects_out_of_domain_flags(name, flags, message):
     module = importlib.import_module(f"algos.{name}")
     with pytest.raises(ValueError, match="^" + re.escape(message)):
-        module.check_args(module.Args(**flags))
+        check_and_fill(module.Args(**flags), module.RANGES, module.fill_in_defaults)
 
 
 @pytest.mark.parametrize("name", POI)
@@ -43,14 +43,14 @@ def test_check_args_rejects_out_of_domain_flags(name, flags, message):
 def test_poi_files_reject_bad_reward_flags(name, flags):
     module = importlib.import_module(f"algos.{name}")
     with pytest.raises(ValueError, match="must be a finite number"):
-        module.check_args(module.Args(**flags))
+        check_and_fill(module.Args(**flags), module.RANGES, module.fill_in_defaults)
 
 
 @pytest.mark.parametrize("name", DISCRETE)
 def test_defaults_and_edges_pass(name):
     module = importlib.import_module(f"algos.{name}")
-    module.check_args(module.Args())
-    module.check_args(module.Args(gamma=1.0, gae_lambda=0.0, ent_coef=0.0, seed=0))
+    check_and_fill(module.Args(), module.RANGES, module.fill_in_defaults)
+    check_and_fill(module.Args(gamma=1.0, gae_lambda=0.0, ent_coef=0.0, seed=0), module.RANGES, module.fill_in_defaults)
 
 
 def test_check_range_edges():
@@ -70,20 +70,20 @@ def test_check_range_edges():
 def test_diayn_rejects_bad_skill_flags(flags):
     module = importlib.import_module("algos.ppo_poi_diayn")
     with pytest.raises(ValueError, match="must be a finite number"):
-        module.check_args(module.Args(**flags))
+        check_and_fill(module.Args(**flags), module.RANGES, module.fill_in_defaults)
 
 
 @pytest.mark.parametrize("name, flags", [("ppo_poi_disagreement", {"mc_samples": 1}), ("ppo_poi_ensemble", {"ensemble_size": 1})])
 def test_interest_fields_need_two_samples_to_disagree(name, flags):
     module = importlib.import_module(f"algos.{name}")
     with pytest.raises(ValueError):
-        module.check_args(module.Args(**flags))
+        check_and_fill(module.Args(**flags), module.RANGES, module.fill_in_defaults)
 
 
 def test_replay_buffer_holds_at_least_one_rollout():
     module = importlib.import_module("algos.ppo_poi_replay")
     with pytest.raises(ValueError, match="--replay-size=1024 must hold at least one rollout"):
-        module.check_args(module.Args(replay_size=1024))
+        check_and_fill(module.Args(replay_size=1024), module.RANGES, module.fill_in_defaults)
 
 
 @pytest.mark.parametrize("name, flags, message", [
@@ -96,9 +96,9 @@ def test_replay_buffer_holds_at_least_one_rollout():
 ])  # fmt: skip
 def test_continuous_files_check_their_flags(name, flags, message):
     module = importlib.import_module(f"algos.{name}")
-    module.check_args(module.Args())
+    check_and_fill(module.Args(), module.RANGES, module.fill_in_defaults)
     with pytest.raises(ValueError, match="^" + re.escape(message)):
-        module.check_args(module.Args(**flags))
+        check_and_fill(module.Args(**flags), module.RANGES, module.fill_in_defaults)
 
 
 def test_runtime_sizes_are_not_flags():
@@ -117,10 +117,10 @@ def test_model_target_auto_is_the_envs_studied_target(name):
     for env, resolved in [("ColorDoorKey", "key_distance"), ("ColorDoorKey-6x6", "key_distance"),
                           ("MiniGrid-Empty-5x5-v0", "forward")]:  # fmt: skip
         args = module.Args(env=env)
-        module.check_args(args)
+        check_and_fill(args, module.RANGES, module.fill_in_defaults)
         assert args.model_target == resolved
     args = module.Args(env="ColorDoorKey-6x6", model_target="forward")
-    module.check_args(args)
+    check_and_fill(args, module.RANGES, module.fill_in_defaults)
     assert args.model_target == "forward"
 
 
@@ -131,10 +131,10 @@ def test_model_target_auto_is_the_envs_studied_target(name):
 def test_progress_interest_auto_follows_the_target(target, given, resolved):
     module = importlib.import_module("algos.ppo_poi_progress")
     args = module.Args(env="ColorDoorKey-6x6", model_target=target, interest=given)
-    module.check_args(args)
+    check_and_fill(args, module.RANGES, module.fill_in_defaults)
     assert args.interest == resolved
     args = module.Args(env="MiniGrid-Empty-5x5-v0")  # no info there: the forward model, so progress
-    module.check_args(args)
+    check_and_fill(args, module.RANGES, module.fill_in_defaults)
     assert (args.model_target, args.interest) == ("forward", "progress")
 
 
@@ -146,3 +146,43 @@ def test_a_total_that_is_not_a_whole_number_of_batches_is_noted_in_one_line(caps
                                        "takes 18432 steps (9 iterations)\n")  # fmt: skip
     note_whole_batches(20480, 2048)
     assert capsys.readouterr().err == ""
+
+
+def test_check_ranges_reads_a_table_of_ranges():
+    """A hand-worked table: "positive" for integers and for each of a tuple's, intervals with open and
+    closed ends, None passing, and a range that is neither, named."""
+    from common.checks import check_ranges
+
+    class A:
+        n, sizes, rate, share, kl = 3, (4, 5), 0.5, 1.0, None
+
+    table = {"positive": "n sizes", "(0, 1)": "rate", "[0, 1]": "share", "(0, inf)": "kl"}
+    check_ranges(A, table)
+    for name, value, message in [("n", 0, "--n must be positive, got 0"), ("sizes", (4, 0), "--sizes must be positive sizes"),
+                                 ("sizes", (), "--sizes must be positive sizes"), ("rate", 1.0, "--rate must be a finite number in (0, 1)"),
+                                 ("share", 1.5, "--share must be a finite number in [0, 1]"), ("kl", 0.0, "--kl must be a finite")]:  # fmt: skip
+        bad = type("B", (A,), {name: value})
+        with pytest.raises(ValueError, match="^" + re.escape(message)):
+            check_ranges(bad, table)
+    with pytest.raises(ValueError, match="neither 'positive' nor an interval"):
+        check_ranges(A, {"0 < x": "rate"})
+
+
+CHECKED_IN_FILL_IN = {"change_steps", "learning_starts", "mc_samples", "ensemble_size"}
+"""numeric flags whose check depends on other flags: each file's fill_in_defaults (or envs.fill_in_env_defaults)"""
+
+
+@pytest.mark.parametrize("name", DISCRETE + ["ppo_continuous_poi_ensemble", "sac_forward_model"])
+def test_every_numeric_flag_has_a_range(name):
+    """A flag a number can be wrong for is in the file's RANGES table (or checked with the flags it depends on), and
+    every name in the table is a flag: a flag added without a range, or a range left for a flag gone, fails here."""
+    import dataclasses
+    import typing
+
+    module = importlib.import_module(f"algos.{name}")
+    table = set(" ".join(module.RANGES.values()).split())
+    hints = typing.get_type_hints(module.Args, include_extras=True)
+    flags = {f.name for f in dataclasses.fields(module.Args) if "Suppress" not in str(hints[f.name])}
+    numeric = {f for f in flags if re.search(r"\b(int|float)\b", str(hints[f])) and "bool" not in str(hints[f])}
+    assert numeric - CHECKED_IN_FILL_IN <= table, sorted(numeric - CHECKED_IN_FILL_IN - table)
+    assert table <= flags, sorted(table - flags)

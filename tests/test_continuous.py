@@ -150,8 +150,8 @@ def test_continuous_ppo_ensemble_runs(tmp_path, env_id):
 @pytest.mark.parametrize("script, flags, message", [
     ("algos/sac_forward_model.py", ["--env", "CartPole-v1"], "error: CartPole-v1 has a Discrete action space"),
     ("algos/sac_forward_model.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'"),
-    ("algos/sac_forward_model.py", ["--fm-eval-fraction", "1.5"], "error: --fm-eval-fraction must be in (0, 1)"),
-    ("algos/ppo_continuous_poi_ensemble.py", ["--ensemble-size", "1"], "error: --ensemble-size must be at least 2"),
+    ("algos/sac_forward_model.py", ["--fm-eval-fraction", "1.5"], "error: --fm-eval-fraction must be a finite number in (0, 1), got 1.5"),
+    ("algos/ppo_continuous_poi_ensemble.py", ["--ensemble-size", "1"], "error: --ensemble-size must be a finite number in [2, inf), got 1"),
     ("algos/ppo_continuous_poi_ensemble.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'"),
 ])  # fmt: skip
 def test_continuous_files_reject_bad_input_with_one_line(tmp_path, script, flags, message):

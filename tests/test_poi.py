@@ -284,7 +284,8 @@ def test_the_interest_gate_and_the_mixing_are_the_same_code_in_every_file():
         source = (Path(__file__).resolve().parents[1] / "algos" / f"{name}.py").read_text()
         lines = [line.strip() for line in source.splitlines() if any(key in line for key in keys)]
         checkpointing = ('state["', "=recent_returns,", "=interest_on,")  # lists each file's own values too
-        blocks[name] = [line for line in lines if not any(part in line for part in checkpointing)]
+        ranges = [line for line in lines if line.startswith('"')]  # the RANGES table: each file's flags
+        blocks[name] = [line for line in lines if not any(part in line for part in checkpointing) and line not in ranges]
     first = blocks["ppo_poi_ensemble"]
     assert len(first) >= 10 and all(block == first for name, block in blocks.items() if name != "ppo_poi_policy")
     latched = "interest_on = interest_on or full and float(np.mean(recent_returns)) >= args.int_after_return"

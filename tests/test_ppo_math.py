@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from algos.ppo import ExternalModel, compute_gae, model_targets, train_external_model, true_next_obs
+from algos.ppo import ExternalModel, compute_gae, model_targets, train_external_model
+from envs import true_next_obs
 from envs import OneHotFlatObs
 
 

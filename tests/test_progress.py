@@ -6,6 +6,7 @@ import torch
 from algos import ppo_poi_progress as progress
 from common.tb import read_scalars
 from tests.test_smoke import SMALL, only_run_dir, run
+from common.checks import check_and_fill
 
 
 def interest_trace(interest, switch=40, rollouts=60, seed=0):
@@ -114,8 +115,8 @@ def test_a_buffer_smaller_than_a_rollout_is_rejected_in_one_line():
 
     args = tyro.cli(progress.Args, args=["--model-data", "uniform", "--replay-size", "1000"])
     with pytest.raises(ValueError, match=r"^--replay-size=1000 must hold at least one rollout \(2048 transitions\)$"):
-        progress.check_args(args)
-    progress.check_args(tyro.cli(progress.Args, args=["--replay-size", "1000"]))  # no buffer: the size is not used
+        check_and_fill(args, progress.RANGES, progress.fill_in_defaults)
+    check_and_fill(tyro.cli(progress.Args, args=["--replay-size", "1000"]), progress.RANGES, progress.fill_in_defaults)  # no buffer: the size is not used
 
 
 def test_the_uniform_buffer_trains_the_model_on_the_last_replay_size_transitions():
@@ -136,5 +137,5 @@ def test_excess_error_without_a_gaussian_model_is_rejected_in_one_line():
     import tyro
 
     with pytest.raises(ValueError, match=r"^--interest excess needs --model-gaussian \(the variance it subtracts"):
-        progress.check_args(tyro.cli(progress.Args, args=["--interest", "excess"]))
-    progress.check_args(tyro.cli(progress.Args, args=["--interest", "excess", "--model-gaussian"]))
+        check_and_fill(tyro.cli(progress.Args, args=["--interest", "excess"]), progress.RANGES, progress.fill_in_defaults)
+    check_and_fill(tyro.cli(progress.Args, args=["--interest", "excess", "--model-gaussian"]), progress.RANGES, progress.fill_in_defaults)

@@ -12,9 +12,9 @@ ALGOS = Path(__file__).resolve().parents[1] / "algos"
 # definitions a file adapts to its method: how many versions of each the repository may hold
 ADAPTED = {
     "Args": None,  # each file's flags
-    "check_args": None,
+    "fill_in_defaults": None,
     "Agent": 4,  # plain; continuous; two value heads (intrinsic files); explicit dropout masks (policy file)
-    "make_env": 3,  # discrete, continuous, SAC
+    "make_env": 2,  # continuous PPO and SAC (the discrete files' is envs.make_vector_env)
     "ExternalModel": 2,  # one network; a batched ensemble (ensemble file, and the shaping files' both fields)
     "train_external_model": 2,  # the same two
     "poi_values": None,  # each interest field
@@ -38,7 +38,7 @@ def definitions():
 
 def test_a_definition_shared_by_files_is_the_same_text_in_each():
     shared = {name: files for name, files in definitions().items() if len(files) > 1}
-    assert {"compute_gae", "layer_init", "true_next_obs", "model_targets", "IntrinsicRewardScale"} <= set(shared)
+    assert {"compute_gae", "layer_init", "model_targets", "IntrinsicRewardScale"} <= set(shared)
     for name, files in shared.items():
         versions = collections.defaultdict(list)
         for stem, text in files.items():
@@ -53,5 +53,5 @@ def test_the_two_shaping_files_share_their_common_block_line_for_line():
     common = [name for name, files in found.items() if {"ppo_poi_diayn", "ppo_poi_emb"} <= set(files)]
     assert len(common) >= 15
     for name in common:
-        if name not in ("Args", "check_args"):
+        if name not in ("Args", "RANGES", "fill_in_defaults"):
             assert found[name]["ppo_poi_diayn"] == found[name]["ppo_poi_emb"], name

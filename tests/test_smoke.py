@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from common.tb import read_scalars
+from common.checks import check_and_fill
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--num-envs", "2", "--num-steps", "128", "--num-minibatches", "2", "--eval-steps", "64"]
@@ -128,7 +129,7 @@ BAD_INPUT = [
     (["--change-steps", "500", "--correct-key-colors", "red", "blue", "red"], "1 change step(s) make 2 phase(s)"),
     (["--env", "MiniGrid-Empty-5x5-v0", "--model-target", "key_distance"], "needs a ColorDoorKey env"),
     (["--total-timesteps", "100"], "smaller than one batch"),
-    (["--model-dropout", "1.0"], "--model-dropout must be in [0, 1)"),
+    (["--model-dropout", "1.0"], "--model-dropout must be a finite number in [0, 1), got 1.0"),
     (["--eval-episode-steps", "0"], "--eval-episode-steps must be positive"),
     (["--model-hidden-sizes", "256", "0"], "--model-hidden-sizes must be positive sizes"),
     (["--env", "MiniGrid-Empty-5x5-v0", "--vector-env", "batched"], "--vector-env batched needs a ColorDoorKey env"),
@@ -144,7 +145,7 @@ def test_bad_input_is_rejected_with_a_message_naming_it(flags, message):
     from algos import ppo
 
     with pytest.raises(ValueError) as error:
-        ppo.check_args(tyro.cli(ppo.Args, args=flags))
+        check_and_fill(tyro.cli(ppo.Args, args=flags), ppo.RANGES, ppo.fill_in_defaults)
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
@@ -278,4 +279,4 @@ def test_a_non_finite_loss_stops_the_run_with_one_line_naming_it(tmp_path, flags
                "4096", *flags, check=False)  # fmt: skip
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: " + quantity), proc.stderr
-    assert "at global step" in lines[0] and not (only_run_dir(tmp_path) / "finished.json").exists()
+    assert "in the iteration after global step" in lines[0] and not (only_run_dir(tmp_path) / "finished.json").exists()

@@ -1,0 +1,129 @@
+"""common.runs.Run, in-process: what leaving the block does after the loop's end, a stop, a non-finite
+loss and any other error, the checkpoint it writes when due, and what --save-model writes
+(the subprocess paths of every algorithm file are in test_smoke, test_checkpoint and test_run_safety)."""
+
+import dataclasses
+import json
+import signal
+
+import pytest
+import torch
+
+from common.checkpoint import CHECKPOINT
+from common.runs import COMPLETION_MARKER, NonFinite, Run, RunArgs, Terminated, check_finite, parse_args
+from common.tb import read_scalars
+
+
+@dataclasses.dataclass
+class Args(RunArgs):
+    exp_name: str = "test"
+    seed: int = 3
+    env: str = "ColorDoorKey-6x6"
+    total_timesteps: int = 40
+    batch_size: int = 8
+
+
+@pytest.fixture(autouse=True)
+def keep_signal_handlers():
+    """Run installs SIGINT and SIGTERM handlers in this process: put pytest's back."""
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGINT, handlers[0])
+    signal.signal(signal.SIGTERM, handlers[1])
+
+
+def only_run_dir(tmp_path):
+    (run_dir,) = tmp_path.iterdir()
+    return run_dir
+
+
+def test_the_loops_end_writes_finished_json_with_the_last_step_and_closes_what_was_registered(tmp_path):
+    closed = []
+    with Run(Args(runs_dir=str(tmp_path)), None) as run:
+        run.callback(closed.append, "envs")
+        run.writer.add_scalar("charts/x", 1.0, 8)
+        for iteration in range(1, 6):
+            run.end_iteration(iteration, 8 * iteration, {}, dict)
+    marker = json.loads((only_run_dir(tmp_path) / COMPLETION_MARKER).read_text())
+    assert marker["global_step"] == 40 and closed == ["envs"]
+    assert read_scalars(run.dir)["charts/x"] == [(8, 1.0)]  # the writer flushed and closed
+
+
+@pytest.mark.parametrize("stop, code", [(KeyboardInterrupt, 130), (Terminated, 143)])
+def test_a_stop_exits_with_its_code_and_no_finished_json(tmp_path, stop, code):
+    closed = []
+    with pytest.raises(SystemExit) as exit_:
+        with Run(Args(runs_dir=str(tmp_path)), None) as run:
+            run.callback(closed.append, "envs")
+            raise stop
+    assert exit_.value.code == code and closed == ["envs"]
+    assert not (only_run_dir(tmp_path) / COMPLETION_MARKER).exists()
+
+
+def test_a_non_finite_loss_exits_with_one_line_naming_it_and_the_step(tmp_path):
+    with pytest.raises(SystemExit) as exit_:
+        with Run(Args(runs_dir=str(tmp_path)), None) as run:
+            run.end_iteration(1, 8, {}, dict)
+            check_finite("PPO loss", torch.tensor(float("nan")))
+    message = str(exit_.value.code)
+    assert message.startswith("error: the PPO loss is nan in the iteration after global step 8;") and "\n" not in message
+    assert not (only_run_dir(tmp_path) / COMPLETION_MARKER).exists()
+
+
+def test_any_other_error_goes_on_with_its_traceback_and_closes_everything(tmp_path):
+    closed = []
+    with pytest.raises(ZeroDivisionError):
+        with Run(Args(runs_dir=str(tmp_path)), None) as run:
+            run.callback(closed.append, "envs")
+            1 / 0
+    assert closed == ["envs"] and not (only_run_dir(tmp_path) / COMPLETION_MARKER).exists()
+    assert not issubclass(ZeroDivisionError, NonFinite)
+
+
+def test_the_checkpoint_is_written_every_checkpoint_every_iterations_with_the_loop_values(tmp_path):
+    weights = torch.nn.Linear(2, 1)
+    written = []
+    with Run(Args(runs_dir=str(tmp_path), checkpoint_every=2), None) as run:
+        for iteration in range(1, 4):
+            run.end_iteration(iteration, 8 * iteration, dict(net=weights), lambda: dict(global_step=8 * iteration))
+            written.append((run.dir / CHECKPOINT).exists())
+    assert written == [False, True, True]  # after iteration 2; the finished run's checkpoint then goes
+    assert not (run.dir / CHECKPOINT).exists()
+
+
+def test_save_models_writes_each_network_the_policy_and_the_flags(tmp_path):
+    class Policy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(3, 2)
+
+        def act(self, x, noise):
+            return (self.layer(x) + noise).argmax(-1)
+
+    class Model(torch.nn.Linear):
+        def save(self, path):
+            torch.save({"config": "kept"}, path)
+
+    policy, model = Policy(), Model(3, 1)
+    meta = dict(env="ColorDoorKey-6x6", observation="one_hot_view", noise="gumbel", noise_size=2)
+    with Run(Args(runs_dir=str(tmp_path)), None) as run:
+        run.save_models(policy, 3, meta, agent=policy, external_model=model)
+    names = {p.name for p in run.dir.iterdir()}
+    assert {"agent.pt", "external_model.pt", "args.json", COMPLETION_MARKER} <= names
+    assert torch.load(run.dir / "external_model.pt") == {"config": "kept"}  # the network's own save
+    assert torch.load(run.dir / "agent.pt").keys() == policy.state_dict().keys()
+    assert json.loads((run.dir / "args.json").read_text())["seed"] == 3
+
+
+def test_parse_args_exits_with_one_line_on_a_bad_value(capsys):
+    def fill_in_defaults(args):
+        if args.batch_size > args.total_timesteps:
+            raise ValueError("--total-timesteps is smaller than one batch")
+
+    args, checkpoint = parse_args(Args, {"positive": "total_timesteps"}, fill_in_defaults, argv=[])
+    assert checkpoint is None and args.total_timesteps == 40
+    for argv, message in [(["--total-timesteps", "0"], "error: --total-timesteps must be positive, got 0"),
+                          (["--total-timesteps", "4"], "error: --total-timesteps is smaller than one batch")]:  # fmt: skip
+        with pytest.raises(SystemExit) as exit_:
+            parse_args(Args, {"positive": "total_timesteps"}, fill_in_defaults, argv=argv)
+        assert exit_.value.code == message
