@@ -287,13 +287,16 @@ def poi_values(model, obs, actions):
     return (predictions - predictions.mean(0)).pow_(2).mean((0, 2))  # torch's var(0) is ~8x slower on the CPU
 
 
-def compute_gae(rewards, values, next_values, terminations, dones, gamma, gae_lambda):
-    """Generalised advantage estimation over a (num_steps, num_envs) rollout.
+def compute_gae(rewards, values, next_value, final_values, terminations, dones, gamma, gae_lambda):
+    """Generalised advantage estimation over a (num_steps, num_envs) rollout, and where each step bootstraps.
 
-    `next_values[t]` is the value of the true next observation of step t (the final
-    observation where the episode ended); `terminations[t]` stops the bootstrap from it
-    (a truncated step still bootstraps); `dones[t]` (terminated or truncated) cuts the trace.
+    After step t comes `values[t + 1]` (after the last step, `next_value`, of shape (1, num_envs)), except where
+    the episode ended at t: a terminated step bootstraps from nothing (`terminations[t]`), a truncated one (done,
+    not terminated) from the value of its final observation, `final_values[t]` (which the rollout computes: the
+    reset observation took its place). `dones[t]` (terminated or truncated) cuts the trace.
     """
+    next_values = torch.cat([values[1:], next_value])
+    next_values = torch.where(dones.bool() & ~terminations.bool(), final_values, next_values)
     advantages = torch.zeros_like(rewards)
     lastgaelam = torch.zeros_like(rewards[0])
     for t in reversed(range(len(rewards))):
@@ -306,9 +309,8 @@ def compute_gae(rewards, values, next_values, terminations, dones, gamma, gae_la
 def intrinsic_advantages(int_rewards, int_values, next_int_value, int_gamma, gae_lambda):
     """GAE of the intrinsic reward, non-episodic: its return flows on across episode ends
     (an episode's end is no reason to stop seeking data for the model)."""
-    next_int_values = torch.cat([int_values[1:], next_int_value])
     no_ends = torch.zeros_like(int_rewards)
-    return compute_gae(int_rewards, int_values, next_int_values, no_ends, no_ends, int_gamma, gae_lambda)
+    return compute_gae(int_rewards, int_values, next_int_value, no_ends, no_ends, no_ends, int_gamma, gae_lambda)
 
 
 class IntrinsicRewardScale:
@@ -451,10 +453,8 @@ if __name__ == "__main__":
             # bootstrap value if not done
             with torch.no_grad():
                 next_value, next_int_value = agent.get_value(next_obs)
-                next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
-                next_values = torch.where(dones.bool() & ~terminations.bool(), final_values, next_values)
                 advantages, returns = compute_gae(
-                    rewards, values, next_values, terminations, dones, args.gamma, args.gae_lambda
+                    rewards, values, next_value.reshape(1, -1), final_values, terminations, dones, args.gamma, args.gae_lambda
                 )
                 int_advantages, int_returns = intrinsic_advantages(
                     int_rewards, int_values, next_int_value.reshape(1, -1), args.int_gamma, args.gae_lambda

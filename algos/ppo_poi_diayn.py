@@ -587,13 +587,16 @@ def skill_distribution(labels, poi, num_skills, uniform_weight, temperature):
     return uniform_weight / num_skills + (1.0 - uniform_weight) * guided, per_skill
 
 
-def compute_gae(rewards, values, next_values, terminations, dones, gamma, gae_lambda):
-    """Generalised advantage estimation over a (num_steps, num_envs) rollout.
+def compute_gae(rewards, values, next_value, final_values, terminations, dones, gamma, gae_lambda):
+    """Generalised advantage estimation over a (num_steps, num_envs) rollout, and where each step bootstraps.
 
-    `next_values[t]` is the value of the true next observation of step t (the final
-    observation where the episode ended); `terminations[t]` stops the bootstrap from it
-    (a truncated step still bootstraps); `dones[t]` (terminated or truncated) cuts the trace.
+    After step t comes `values[t + 1]` (after the last step, `next_value`, of shape (1, num_envs)), except where
+    the episode ended at t: a terminated step bootstraps from nothing (`terminations[t]`), a truncated one (done,
+    not terminated) from the value of its final observation, `final_values[t]` (which the rollout computes: the
+    reset observation took its place). `dones[t]` (terminated or truncated) cuts the trace.
     """
+    next_values = torch.cat([values[1:], next_value])
+    next_values = torch.where(dones.bool() & ~terminations.bool(), final_values, next_values)
     advantages = torch.zeros_like(rewards)
     lastgaelam = torch.zeros_like(rewards[0])
     for t in reversed(range(len(rewards))):
@@ -628,7 +631,7 @@ if __name__ == "__main__":
             envs.call("set_correct_key_color", phase_colors[0])
         info_keys = () if args.model_target == "forward" else (args.model_target,)
 
-        columns = view_columns(env_id)  # the view's columns ColorDoorKey can set: see keep_columns
+        columns = view_columns(env_id)  # optimisation: first layers read only the columns the env can set (common/columns.py)
         agent_columns = None if columns is None else [*columns, *range(obs_dim, obs_dim + args.num_skills)]  # and the skill's
         agent = Agent(obs_dim + args.num_skills, num_actions, args.bf16, columns=agent_columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
@@ -653,7 +656,7 @@ if __name__ == "__main__":
             disc_optimizer=disc_optimizer, vae=vae, vae_optimizer=vae_optimizer, eval_generator=eval_generator,
         )
 
-        # the external model's held-out sets of each phase (the same for every seed) and their logging
+        # the external model's held-out sets of each phase (the same for every seed; each distinct input evaluated once)
         heldout_eval = HeldoutEval(model, model_targets, env_id, phase_colors, args.model_target, args.eval_steps,
                                    args.eval_episode_steps, args.eval_changed_min, device)  # fmt: skip
 
@@ -848,20 +851,14 @@ if __name__ == "__main__":
             with torch.no_grad():
                 x = agent_input(next_obs, next_skill, args.num_skills, skill_scale)
                 next_value, next_diayn_value = agent.get_value(x)
-                truncated = dones.bool() & ~terminations.bool()
-                next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
-                next_values = torch.where(truncated, final_values, next_values)
                 advantages, returns = compute_gae(
-                    rewards, values, next_values, terminations, dones, args.gamma, args.gae_lambda
+                    rewards, values, next_value.reshape(1, -1), final_values, terminations, dones, args.gamma, args.gae_lambda
                 )
                 # the DIAYN return is the skill's: it also stops where a skill ends within an episode
                 skill_dones = torch.maximum(dones, skill_ends)
-                next_diayn_values = torch.cat([diayn_values[1:], next_diayn_value.reshape(1, -1)])
-                next_diayn_values = torch.where(
-                    skill_dones.bool() & ~terminations.bool(), final_diayn_values, next_diayn_values
-                )
                 diayn_advantages, diayn_returns = compute_gae(
-                    diayn_reward, diayn_values, next_diayn_values, terminations, skill_dones, args.gamma, args.gae_lambda
+                    diayn_reward, diayn_values, next_diayn_value.reshape(1, -1), final_diayn_values, terminations,
+                    skill_dones, args.gamma, args.gae_lambda,
                 )
 
             # flatten the batch

@@ -378,13 +378,16 @@ def train_from_replay(model, optimizer, buffer, num_updates, batch_size, alpha, 
     return float(np.mean(losses))
 
 
-def compute_gae(rewards, values, next_values, terminations, dones, gamma, gae_lambda):
-    """Generalised advantage estimation over a (num_steps, num_envs) rollout.
+def compute_gae(rewards, values, next_value, final_values, terminations, dones, gamma, gae_lambda):
+    """Generalised advantage estimation over a (num_steps, num_envs) rollout, and where each step bootstraps.
 
-    `next_values[t]` is the value of the true next observation of step t (the final
-    observation where the episode ended); `terminations[t]` stops the bootstrap from it
-    (a truncated step still bootstraps); `dones[t]` (terminated or truncated) cuts the trace.
+    After step t comes `values[t + 1]` (after the last step, `next_value`, of shape (1, num_envs)), except where
+    the episode ended at t: a terminated step bootstraps from nothing (`terminations[t]`), a truncated one (done,
+    not terminated) from the value of its final observation, `final_values[t]` (which the rollout computes: the
+    reset observation took its place). `dones[t]` (terminated or truncated) cuts the trace.
     """
+    next_values = torch.cat([values[1:], next_value])
+    next_values = torch.where(dones.bool() & ~terminations.bool(), final_values, next_values)
     advantages = torch.zeros_like(rewards)
     lastgaelam = torch.zeros_like(rewards[0])
     for t in reversed(range(len(rewards))):
@@ -419,7 +422,7 @@ if __name__ == "__main__":
             envs.call("set_correct_key_color", phase_colors[0])
         info_keys = () if args.model_target == "forward" else (args.model_target,)
 
-        columns = view_columns(env_id)  # the view's columns ColorDoorKey can set: see keep_columns
+        columns = view_columns(env_id)  # optimisation: first layers read only the columns the env can set (common/columns.py)
         agent = Agent(obs_dim, num_actions, args.bf16, columns=columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
         model = ExternalModel(
@@ -435,7 +438,7 @@ if __name__ == "__main__":
         # what a checkpoint saves by state dict (the loop's values: loop_state, below)
         stateful = dict(agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer)
 
-        # the external model's held-out sets of each phase (the same for every seed) and their logging
+        # the external model's held-out sets of each phase (the same for every seed; each distinct input evaluated once)
         heldout_eval = HeldoutEval(model, model_targets, env_id, phase_colors, args.model_target, args.eval_steps,
                                    args.eval_episode_steps, args.eval_changed_min, device)  # fmt: skip
 
@@ -538,10 +541,8 @@ if __name__ == "__main__":
             # bootstrap value if not done
             with torch.no_grad():
                 next_value = agent.get_value(next_obs).reshape(1, -1)
-                next_values = torch.cat([values[1:], next_value])
-                next_values = torch.where(dones.bool() & ~terminations.bool(), final_values, next_values)
                 advantages, returns = compute_gae(
-                    rewards, values, next_values, terminations, dones, args.gamma, args.gae_lambda
+                    rewards, values, next_value, final_values, terminations, dones, args.gamma, args.gae_lambda
                 )
 
             # flatten the batch

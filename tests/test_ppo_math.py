@@ -4,19 +4,24 @@ import pytest
 import torch
 
 from algos.ppo import ExternalModel, compute_gae, model_targets, train_external_model
-from envs import true_next_obs
-from envs import OneHotFlatObs
+from envs import OneHotFlatObs, true_next_obs
 
 
-def gae_reference(rewards, values, next_values, terminations, dones, gamma, lam):
-    """A_t as the explicit sum of (gamma*lam)^k delta_{t+k} up to the end of the episode."""
+def gae_reference(rewards, values, next_value, final_values, terminations, dones, gamma, lam):
+    """A_t as the explicit sum of (gamma*lam)^k delta_{t+k} up to the end of the episode; after step k comes
+    nothing if it terminated, its final observation's value if it was truncated, else the next step's value."""
     T, N = rewards.shape
     advantages = np.zeros((T, N))
     for n in range(N):
         for t in range(T):
             total, weight = 0.0, 1.0
             for k in range(t, T):
-                bootstrap = 0.0 if terminations[k, n] else gamma * next_values[k, n]
+                if terminations[k, n]:
+                    bootstrap = 0.0
+                elif dones[k, n]:
+                    bootstrap = gamma * final_values[k, n]
+                else:
+                    bootstrap = gamma * (values[k + 1, n] if k + 1 < T else next_value[0, n])
                 total += weight * (rewards[k, n] + bootstrap - values[k, n])
                 if dones[k, n]:
                     break
@@ -30,11 +35,11 @@ def test_gae_hand_worked():
     # and terminated after step 2
     rewards = torch.tensor([[1.0], [0.0], [1.0]])
     values = torch.tensor([[0.5], [1.0], [0.0]])
-    next_values = torch.tensor([[1.0], [2.0], [9.0]])
+    next_value, final_values = torch.tensor([[9.0]]), torch.tensor([[7.0], [2.0], [7.0]])  # 7: never read
     terminations = torch.tensor([[0.0], [0.0], [1.0]])
     dones = torch.tensor([[0.0], [1.0], [1.0]])
     gamma, lam = 0.5, 0.5
-    adv, ret = compute_gae(rewards, values, next_values, terminations, dones, gamma, lam)
+    adv, ret = compute_gae(rewards, values, next_value, final_values, terminations, dones, gamma, lam)
     d2 = 1.0 - 0.0  # terminal: no bootstrap
     d1 = 0.0 + 0.5 * 2.0 - 1.0  # truncated: bootstraps, but the trace stops here
     d0 = 1.0 + 0.5 * 1.0 - 0.5
@@ -47,12 +52,14 @@ def test_gae_hand_worked():
 def test_gae_matches_plain_loop(seed):
     rng = np.random.default_rng(seed)
     T, N = 33, 5
-    rewards, values, next_values = (rng.normal(size=(T, N)) for _ in range(3))
+    rewards, values, final_values = (rng.normal(size=(T, N)) for _ in range(3))
+    next_value = rng.normal(size=(1, N))
     terminations = rng.random((T, N)) < 0.1
     dones = terminations | (rng.random((T, N)) < 0.1)
     as_t = lambda x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
-    adv, ret = compute_gae(*map(as_t, (rewards, values, next_values, terminations, dones)), 0.97, 0.9)
-    expected = gae_reference(rewards, values, next_values, terminations, dones, 0.97, 0.9)
+    inputs = (rewards, values, next_value, final_values, terminations, dones)
+    adv, ret = compute_gae(*map(as_t, inputs), 0.97, 0.9)
+    expected = gae_reference(*inputs, 0.97, 0.9)
     np.testing.assert_allclose(adv.numpy(), expected, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(ret.numpy(), expected + values, rtol=1e-10, atol=1e-10)
 
