@@ -51,7 +51,7 @@ def test_a_definition_shared_by_files_is_the_same_text_in_each():
 def test_the_two_shaping_files_share_their_common_block_line_for_line():
     found = definitions()
     common = [name for name, files in found.items() if {"ppo_poi_diayn", "ppo_poi_emb"} <= set(files)]
-    assert len(common) >= 15
+    assert len(common) >= 12  # the modules, the interest fields and the intrinsic-reward block
     for name in common:
         if name not in ("Args", "RANGES", "fill_in_defaults"):
             assert found[name]["ppo_poi_diayn"] == found[name]["ppo_poi_emb"], name
