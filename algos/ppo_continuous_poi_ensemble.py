@@ -568,10 +568,9 @@ if __name__ == "__main__":
         if args.save_model:
             # the agent acts on normalised observations: clip((obs - mean) / sqrt(var + 1e-8), -10, 10), per env
             stats = [observation_statistics(env) for env in envs.envs]
-            np.savez(run.dir / "obs_normalization.npz", mean=np.stack([m for m, _ in stats]),
-                     var=np.stack([v for _, v in stats]), clip=10.0)  # fmt: skip
-            obs_normalization = dict(mean=stats[0][0].tolist(), var=stats[0][1].tolist(), clip=10.0, epsilon=1e-8)
-            run.save_models(agent, obs_dim, dict(  # evaluated with env 0's statistics
-                env=args.env, observation="raw", noise="normal", noise_size=action_dim,
-                obs_normalization=obs_normalization,
-            ), agent=agent, forward_model=model)  # fmt: skip
+            means, variances = np.stack([m for m, _ in stats]), np.stack([v for _, v in stats])
+            np.savez(run.dir / "obs_normalization.npz", mean=means, var=variances, clip=10.0)
+            meta = dict(env=args.env, observation="raw", noise="normal", noise_size=action_dim)
+            # the exported policy is evaluated with env 0's statistics
+            meta["obs_normalization"] = dict(mean=means[0].tolist(), var=variances[0].tolist(), clip=10.0, epsilon=1e-8)
+            run.save_models(agent, obs_dim, meta, agent=agent, forward_model=model)

@@ -631,17 +631,15 @@ if __name__ == "__main__":
             envs.call("set_correct_key_color", phase_colors[0])
         info_keys = () if args.model_target == "forward" else (args.model_target,)
 
-        columns = view_columns(env_id)  # optimisation: first layers read only the columns the env can set (common/columns.py)
+        # optimisation: the first layers read only the columns of the view the env can set (common/columns.py)
+        columns = view_columns(env_id)
         agent_columns = None if columns is None else [*columns, *range(obs_dim, obs_dim + args.num_skills)]  # and the skill's
         agent = Agent(obs_dim + args.num_skills, num_actions, args.bf16, columns=agent_columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        model = ExternalModel(
-            obs_dim, num_actions, args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian,
-            args.model_nll_beta,
-            args.ensemble_size if args.interest_field == "ensemble" else 1,
-            columns=None if args.state_sampler == "vae" else columns,  # the VAE's samples can set any column
-        )
-        model = model.to(device)
+        model_args = args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian, args.model_nll_beta
+        num_members = args.ensemble_size if args.interest_field == "ensemble" else 1
+        model_columns = None if args.state_sampler == "vae" else columns  # the VAE's samples can set any column
+        model = ExternalModel(obs_dim, num_actions, *model_args, num_members, columns=model_columns).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
         eval_generator = torch.Generator(device).manual_seed(args.seed)  # logging's own draws: training ignores --eval-every
         grid_size = gym.spec(env_id).kwargs["size"] if is_color_door_key(env_id) else 0  # its info has the cells
@@ -657,8 +655,7 @@ if __name__ == "__main__":
         )
 
         # the external model's held-out sets of each phase (the same for every seed; each distinct input evaluated once)
-        heldout_eval = HeldoutEval(model, model_targets, env_id, phase_colors, args.model_target, args.eval_steps,
-                                   args.eval_episode_steps, args.eval_changed_min, device)  # fmt: skip
+        heldout_eval = HeldoutEval.for_run(model, model_targets, env_id, args, device)
 
         # ALGO Logic: Storage setup
         obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
@@ -676,7 +673,8 @@ if __name__ == "__main__":
         fresh = torch.zeros((args.num_steps, args.num_envs), dtype=torch.bool).to(device)  # its skill began this rollout
         next_observations = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
         next_cells = torch.zeros((args.num_steps, args.num_envs, 2), dtype=torch.long).to(device)
-        targets = torch.zeros((args.num_steps, args.num_envs, obs_dim if args.model_target == "forward" else 1)).to(device)
+        target_size = obs_dim if args.model_target == "forward" else 1
+        targets = torch.zeros((args.num_steps, args.num_envs, target_size)).to(device)
 
         # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
         iteration = 0
@@ -981,8 +979,7 @@ if __name__ == "__main__":
             run.end_iteration(iteration, global_step, stateful, loop_state)  # the checkpoint when due; a stop if asked
 
         if args.save_model:
-            run.save_models(agent, obs_dim, dict(
-                env=args.env, observation="one_hot_view", noise="gumbel", noise_size=num_actions,
-                correct_key_color=phase_colors[-1] if phase_colors else None,
-                condition=dict(kind="one_hot", probs=skill_probs.tolist(), scale=skill_scale),
-            ), agent=agent, external_model=model, discriminator=disc)  # fmt: skip
+            meta = dict(env=args.env, observation="one_hot_view", noise="gumbel", noise_size=num_actions)
+            meta["correct_key_color"] = phase_colors[-1] if phase_colors else None
+            meta["condition"] = dict(kind="one_hot", probs=skill_probs.tolist(), scale=skill_scale)
+            run.save_models(agent, obs_dim, meta, agent=agent, external_model=model, discriminator=disc)

@@ -578,16 +578,14 @@ if __name__ == "__main__":
             envs.call("set_correct_key_color", phase_colors[0])
         info_keys = () if args.model_target == "forward" else (args.model_target,)
 
-        columns = view_columns(env_id)  # optimisation: first layers read only the columns the env can set (common/columns.py)
+        # optimisation: the first layers read only the columns of the view the env can set (common/columns.py)
+        columns = view_columns(env_id)
         agent_columns = None if columns is None else [*columns, *range(obs_dim, obs_dim + args.emb_size)]  # and the embedding's
         agent = Agent(obs_dim + args.emb_size, num_actions, args.bf16, columns=agent_columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        model = ExternalModel(
-            obs_dim, num_actions, args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian,
-            args.model_nll_beta,
-            args.ensemble_size if args.interest_field == "ensemble" else 1, columns=columns,
-        )
-        model = model.to(device)
+        model_args = args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian, args.model_nll_beta
+        num_members = args.ensemble_size if args.interest_field == "ensemble" else 1
+        model = ExternalModel(obs_dim, num_actions, *model_args, num_members, columns=columns).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
         emb_net = InterestEmbedding(obs_dim, args.emb_size).to(device)
         emb_optimizer = optim.Adam(emb_net.parameters(), lr=args.emb_learning_rate, fused=True)
@@ -600,8 +598,7 @@ if __name__ == "__main__":
         )
 
         # the external model's held-out sets of each phase (the same for every seed; each distinct input evaluated once)
-        heldout_eval = HeldoutEval(model, model_targets, env_id, phase_colors, args.model_target, args.eval_steps,
-                                   args.eval_episode_steps, args.eval_changed_min, device)  # fmt: skip
+        heldout_eval = HeldoutEval.for_run(model, model_targets, env_id, args, device)
 
         # ALGO Logic: Storage setup
         obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
@@ -614,7 +611,8 @@ if __name__ == "__main__":
         int_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
         final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
         embeddings = torch.zeros((args.num_steps, args.num_envs, args.emb_size)).to(device)
-        targets = torch.zeros((args.num_steps, args.num_envs, obs_dim if args.model_target == "forward" else 1)).to(device)
+        target_size = obs_dim if args.model_target == "forward" else 1
+        targets = torch.zeros((args.num_steps, args.num_envs, target_size)).to(device)
 
         # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
         iteration = 0
@@ -855,8 +853,7 @@ if __name__ == "__main__":
             run.end_iteration(iteration, global_step, stateful, loop_state)  # the checkpoint when due; a stop if asked
 
         if args.save_model:
-            run.save_models(agent, obs_dim, dict(
-                env=args.env, observation="one_hot_view", noise="gumbel", noise_size=num_actions,
-                correct_key_color=phase_colors[-1] if phase_colors else None,
-                condition=dict(kind="unit_vector", size=args.emb_size),
-            ), agent=agent, external_model=model, interest_embedding=emb_net)  # fmt: skip
+            meta = dict(env=args.env, observation="one_hot_view", noise="gumbel", noise_size=num_actions)
+            meta["correct_key_color"] = phase_colors[-1] if phase_colors else None
+            meta["condition"] = dict(kind="unit_vector", size=args.emb_size)
+            run.save_models(agent, obs_dim, meta, agent=agent, external_model=model, interest_embedding=emb_net)

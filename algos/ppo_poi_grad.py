@@ -426,14 +426,12 @@ if __name__ == "__main__":
             envs.call("set_correct_key_color", phase_colors[0])
         info_keys = () if args.model_target == "forward" else (args.model_target,)
 
-        columns = view_columns(env_id)  # optimisation: first layers read only the columns the env can set (common/columns.py)
+        # optimisation: the first layers read only the columns of the view the env can set (common/columns.py)
+        columns = view_columns(env_id)
         agent = Agent(obs_dim, num_actions, args.bf16, columns=columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        model = ExternalModel(
-            obs_dim, num_actions, args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian,
-            args.model_nll_beta, columns=columns,
-        )
-        model = model.to(device)
+        model_args = args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian, args.model_nll_beta
+        model = ExternalModel(obs_dim, num_actions, *model_args, columns=columns).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
         eval_generator = torch.Generator(device).manual_seed(args.seed)  # logging's own draws: training ignores --eval-every
 
@@ -443,8 +441,7 @@ if __name__ == "__main__":
         )
 
         # the external model's held-out sets of each phase (the same for every seed; each distinct input evaluated once)
-        heldout_eval = HeldoutEval(model, model_targets, env_id, phase_colors, args.model_target, args.eval_steps,
-                                   args.eval_episode_steps, args.eval_changed_min, device)  # fmt: skip
+        heldout_eval = HeldoutEval.for_run(model, model_targets, env_id, args, device)
 
         # ALGO Logic: Storage setup
         obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
@@ -456,7 +453,8 @@ if __name__ == "__main__":
         values = torch.zeros((args.num_steps, args.num_envs)).to(device)
         int_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
         final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
-        targets = torch.zeros((args.num_steps, args.num_envs, obs_dim if args.model_target == "forward" else 1)).to(device)
+        target_size = obs_dim if args.model_target == "forward" else 1
+        targets = torch.zeros((args.num_steps, args.num_envs, target_size)).to(device)
 
         # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
         iteration = 0
@@ -678,7 +676,6 @@ if __name__ == "__main__":
             run.end_iteration(iteration, global_step, stateful, loop_state)  # the checkpoint when due; a stop if asked
 
         if args.save_model:
-            run.save_models(agent, obs_dim, dict(
-                env=args.env, observation="one_hot_view", noise="gumbel", noise_size=num_actions,
-                correct_key_color=phase_colors[-1] if phase_colors else None,
-            ), agent=agent, external_model=model)  # fmt: skip
+            meta = dict(env=args.env, observation="one_hot_view", noise="gumbel", noise_size=num_actions)
+            meta["correct_key_color"] = phase_colors[-1] if phase_colors else None
+            run.save_models(agent, obs_dim, meta, agent=agent, external_model=model)

@@ -487,4 +487,5 @@ if __name__ == "__main__":
                 run.end_iteration(global_step, global_step, stateful, loop_state)  # the checkpoint when due; a stop if asked
 
         if args.save_model:
-            run.save_models(actor, obs_dim, dict(env=args.env, observation="raw", noise="normal", noise_size=action_dim), actor=actor, forward_model=fm)
+            meta = dict(env=args.env, observation="raw", noise="normal", noise_size=action_dim)
+            run.save_models(actor, obs_dim, meta, actor=actor, forward_model=fm)

@@ -168,6 +168,12 @@ class HeldoutEval:
         self.num_steps, self.episode_steps, self.min_changed = num_steps, episode_steps, min_changed
         self.phase, self.all, self.changed = None, None, None
 
+    @classmethod
+    def for_run(cls, model, model_targets, env_id: str, args, device) -> "HeldoutEval":
+        """The evaluation of a run of an algorithm file: its phases' colours, model target and `--eval-*` flags."""
+        return cls(model, model_targets, env_id, list(args.correct_key_colors), args.model_target, args.eval_steps,
+                   args.eval_episode_steps, args.eval_changed_min, device)  # fmt: skip
+
     def load(self, phase: int) -> dict:
         """`phase`'s sets; returns the whole one (`heldout_tensors`)."""
         sets = heldout_set(self.env_id, self.colors, phase, self.target, self.num_steps, self.episode_steps,
