@@ -135,7 +135,9 @@ def fill_in_defaults(args: Args) -> None:
     vector env: envs.fill_in_env_defaults) and the runtime sizes; ValueError (one line) for what cannot run."""
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
-        raise ValueError(f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}")
+        raise ValueError(
+            f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}"
+        )
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
     if args.num_iterations == 0:
@@ -341,7 +343,13 @@ if __name__ == "__main__":
         columns = view_columns(env_id)
         agent = Agent(obs_dim, num_actions, args.bf16, columns=columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        model_args = args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian, args.model_nll_beta
+        model_args = (
+            args.model_target,
+            args.model_hidden_sizes,
+            args.model_dropout,
+            args.model_gaussian,
+            args.model_nll_beta,
+        )
         model = ExternalModel(obs_dim, num_actions, *model_args, columns=columns).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
         # what a checkpoint saves by state dict (the loop's values: loop_state, below)
@@ -379,7 +387,11 @@ if __name__ == "__main__":
         def loop_state():
             """What the loop carries from one iteration to the next, as a checkpoint saves it."""
             return dict(
-                iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
+                iteration=iteration,
+                global_step=global_step,
+                phase=phase,
+                next_obs=next_obs,
+                next_info=next_info,
                 envs=env_state(envs),
             )
 
@@ -429,7 +441,9 @@ if __name__ == "__main__":
 
             # EXTERNAL MODEL LOGIC: train on this rollout's transitions, evaluate on the held-out set
             rollout = obs.reshape(-1, obs_dim), actions.reshape(-1), targets.reshape(-1, targets.shape[-1])
-            model_train_loss = train_external_model(model, model_optimizer, *rollout, args.model_epochs, args.model_batch_size)
+            model_train_loss = train_external_model(
+                model, model_optimizer, *rollout, args.model_epochs, args.model_batch_size
+            )
             writer.add_scalar("external_model/train_loss", model_train_loss, global_step)
             if iteration % args.eval_every == 0 or iteration == args.num_iterations:
                 heldout_eval.log(writer, global_step, obs, actions)
@@ -482,9 +496,7 @@ if __name__ == "__main__":
                     if args.clip_vloss:
                         v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
                         v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds],
-                            -args.clip_coef,
-                            args.clip_coef,
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
                         )
                         v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                         v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)

@@ -175,7 +175,9 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # intrinsic value head: reads the critic's body, never trains it
+        self.critic_int = layer_init(
+            nn.Linear(64, 1), std=1.0
+        )  # intrinsic value head: reads the critic's body, never trains it
         self.actor_mean = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 64)),
             nn.Tanh(),
@@ -228,8 +230,9 @@ class ForwardModel(nn.Module):
 
     def __init__(self, obs_dim, action_dim, hidden_sizes=(256, 256), num_members=5):
         super().__init__()
-        self.config = dict(obs_dim=obs_dim, action_dim=action_dim, hidden_sizes=tuple(hidden_sizes),
-                           num_members=num_members)  # fmt: skip
+        self.config = dict(
+            obs_dim=obs_dim, action_dim=action_dim, hidden_sizes=tuple(hidden_sizes), num_members=num_members
+        )
         self.num_members = num_members
         layers, in_dim = [], obs_dim + action_dim
         for size in hidden_sizes:
@@ -396,7 +399,10 @@ if __name__ == "__main__":
         def loop_state():
             """What the loop carries from one iteration to the next, as a checkpoint saves it."""
             return dict(
-                iteration=iteration, global_step=global_step, next_obs=next_obs, int_reward_scale=int_reward_scale,
+                iteration=iteration,
+                global_step=global_step,
+                next_obs=next_obs,
+                int_reward_scale=int_reward_scale,
                 envs=env_state(envs),
             )
 
@@ -422,7 +428,9 @@ if __name__ == "__main__":
                 # TRY NOT TO MODIFY: execute the game and log data.
                 next_obs_np, reward, termination, truncation, infos = envs.step(action.cpu().numpy())
                 done = np.logical_or(termination, truncation)
-                real_next_obs = torch.tensor(true_next_obs(next_obs_np, infos, done), dtype=torch.float32, device=device)
+                real_next_obs = torch.tensor(
+                    true_next_obs(next_obs_np, infos, done), dtype=torch.float32, device=device
+                )
                 if truncation.any():  # a truncated episode bootstraps from its final observation
                     with torch.no_grad():
                         final_values[step, truncation] = agent.get_value(real_next_obs[truncation])[0].flatten()
@@ -443,7 +451,9 @@ if __name__ == "__main__":
 
             # FORWARD MODEL LOGIC: train on this rollout's transitions
             flat = (obs.reshape(-1, obs_dim), actions.reshape(-1, action_dim), deltas.reshape(-1, obs_dim))
-            model_train_loss = train_forward_model(model, model_optimizer, *flat, args.model_epochs, args.model_batch_size)
+            model_train_loss = train_forward_model(
+                model, model_optimizer, *flat, args.model_epochs, args.model_batch_size
+            )
             writer.add_scalar("external_model/train_loss", model_train_loss, global_step)
 
             # POI LOGIC: interest of every stored transition under the updated model, as a normalised reward
@@ -454,7 +464,14 @@ if __name__ == "__main__":
             with torch.no_grad():
                 next_value, next_int_value = agent.get_value(next_obs)
                 advantages, returns = compute_gae(
-                    rewards, values, next_value.reshape(1, -1), final_values, terminations, dones, args.gamma, args.gae_lambda
+                    rewards,
+                    values,
+                    next_value.reshape(1, -1),
+                    final_values,
+                    terminations,
+                    dones,
+                    args.gamma,
+                    args.gae_lambda,
                 )
                 int_advantages, int_returns = intrinsic_advantages(
                     int_rewards, int_values, next_int_value.reshape(1, -1), args.int_gamma, args.gae_lambda
@@ -501,7 +518,9 @@ if __name__ == "__main__":
                     mb_advantages, mb_int_advantages = b_advantages[mb_inds], b_int_advantages[mb_inds]
                     if args.norm_adv:  # each on its own: the weights weigh them, whatever their scales
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                        mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (mb_int_advantages.std() + 1e-8)
+                        mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (
+                            mb_int_advantages.std() + 1e-8
+                        )
                     mb_advantages = ext_share * mb_advantages + int_share * mb_int_advantages
 
                     # Policy loss
@@ -514,9 +533,7 @@ if __name__ == "__main__":
                     if args.clip_vloss:
                         v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
                         v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds],
-                            -args.clip_coef,
-                            args.clip_coef,
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
                         )
                         v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                         v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)

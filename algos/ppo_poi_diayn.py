@@ -183,7 +183,9 @@ def fill_in_defaults(args: Args) -> None:
     vector env: envs.fill_in_env_defaults) and the runtime sizes; ValueError (one line) for what cannot run."""
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
-        raise ValueError(f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}")
+        raise ValueError(
+            f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}"
+        )
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
     if args.num_iterations == 0:
@@ -194,7 +196,9 @@ def fill_in_defaults(args: Args) -> None:
     if args.model_target != "forward" and not color_door_key:
         raise ValueError(f"--model-target {args.model_target} needs a ColorDoorKey env (its info), got {args.env}")
     if args.disc_input == "xy" and not (color_door_key and args.state_sampler == "rollouts"):
-        raise ValueError("--disc-input xy needs a ColorDoorKey env (its info has the cells) and --state-sampler rollouts")
+        raise ValueError(
+            "--disc-input xy needs a ColorDoorKey env (its info has the cells) and --state-sampler rollouts"
+        )
     if args.skill_interest == "error" and args.state_sampler != "rollouts":
         raise ValueError("--skill-interest error needs --state-sampler rollouts (the rollout's targets)")
     if args.interest_field == "mc_dropout" and args.mc_samples < 2:
@@ -224,7 +228,9 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # intrinsic value head: reads the critic's body, never trains it
+        self.critic_int = layer_init(
+            nn.Linear(64, 1), std=1.0
+        )  # intrinsic value head: reads the critic's body, never trains it
         self.actor = nn.Sequential(
             keep_columns(layer_init(nn.Linear(obs_dim, 256)), columns),
             nn.Tanh(),
@@ -290,13 +296,31 @@ class ExternalModel(nn.Module):
 
     LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
-    def __init__(self, obs_dim, num_actions, target="forward", hidden_sizes=(256, 256), dropout=0.1,
-                 gaussian=False, nll_beta=0.5, num_members=5, columns=None):
+    def __init__(
+        self,
+        obs_dim,
+        num_actions,
+        target="forward",
+        hidden_sizes=(256, 256),
+        dropout=0.1,
+        gaussian=False,
+        nll_beta=0.5,
+        num_members=5,
+        columns=None,
+    ):
         super().__init__()
         columns = None if columns is None else [int(c) for c in columns]
-        self.config = dict(obs_dim=obs_dim, num_actions=num_actions, target=target, hidden_sizes=tuple(hidden_sizes),
-                           dropout=dropout, gaussian=gaussian, nll_beta=nll_beta, num_members=num_members,
-                           columns=columns)
+        self.config = dict(
+            obs_dim=obs_dim,
+            num_actions=num_actions,
+            target=target,
+            hidden_sizes=tuple(hidden_sizes),
+            dropout=dropout,
+            gaussian=gaussian,
+            nll_beta=nll_beta,
+            num_members=num_members,
+            columns=columns,
+        )
         self.num_actions, self.target, self.nll_beta = num_actions, target, nll_beta
         self.register_buffer("columns", None if columns is None else torch.tensor(columns))  # see keep_columns
         self.num_members = num_members
@@ -399,8 +423,10 @@ def dropout_masks(model, num_samples, generator=None):
     predictions are distributed as under per-element masks, and each pass can leave its
     dropped units out of the matrices."""
     keep, device = 1.0 - model.config["dropout"], model.mean.weight.device
-    return [torch.rand((num_samples, width), device=device, generator=generator) < keep
-            for width in model.config["hidden_sizes"]]
+    return [
+        torch.rand((num_samples, width), device=device, generator=generator) < keep
+        for width in model.config["hidden_sizes"]
+    ]
 
 
 def kept_units(mask, keep):
@@ -517,8 +543,13 @@ def train_discriminator(disc, optimizer, obs, skills, batch_size):
     """One pass of cross-entropy over the rollout; returns (mean loss, which samples it labelled right before the pass)."""
     with torch.no_grad():
         correct = disc(obs).argmax(-1) == skills
-    loss = minibatch_pass(lambda idx: F.cross_entropy(disc(obs[idx]), skills[idx]), optimizer, len(obs), batch_size,
-                          "discriminator's loss")  # fmt: skip
+    loss = minibatch_pass(
+        lambda idx: F.cross_entropy(disc(obs[idx]), skills[idx]),
+        optimizer,
+        len(obs),
+        batch_size,
+        "discriminator's loss",
+    )
     return loss, correct
 
 
@@ -633,15 +664,25 @@ if __name__ == "__main__":
 
         # optimisation: the first layers read only the columns of the view the env can set (common/columns.py)
         columns = view_columns(env_id)
-        agent_columns = None if columns is None else [*columns, *range(obs_dim, obs_dim + args.num_skills)]  # and the skill's
+        agent_columns = (
+            None if columns is None else [*columns, *range(obs_dim, obs_dim + args.num_skills)]
+        )  # and the skill's
         agent = Agent(obs_dim + args.num_skills, num_actions, args.bf16, columns=agent_columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        model_args = args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian, args.model_nll_beta
+        model_args = (
+            args.model_target,
+            args.model_hidden_sizes,
+            args.model_dropout,
+            args.model_gaussian,
+            args.model_nll_beta,
+        )
         num_members = args.ensemble_size if args.interest_field == "ensemble" else 1
         model_columns = None if args.state_sampler == "vae" else columns  # the VAE's samples can set any column
         model = ExternalModel(obs_dim, num_actions, *model_args, num_members, columns=model_columns).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
-        eval_generator = torch.Generator(device).manual_seed(args.seed)  # logging's own draws: training ignores --eval-every
+        eval_generator = torch.Generator(device).manual_seed(
+            args.seed
+        )  # logging's own draws: training ignores --eval-every
         grid_size = gym.spec(env_id).kwargs["size"] if is_color_door_key(env_id) else 0  # its info has the cells
         disc = discriminator(obs_dim if args.disc_input == "view" else 2 * grid_size, args.num_skills).to(device)
         disc_optimizer = optim.Adam(disc.parameters(), lr=args.disc_learning_rate, fused=True)
@@ -650,8 +691,15 @@ if __name__ == "__main__":
 
         # what a checkpoint saves by state dict (the loop's values: loop_state, below)
         stateful = dict(
-            agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer, disc=disc,
-            disc_optimizer=disc_optimizer, vae=vae, vae_optimizer=vae_optimizer, eval_generator=eval_generator,
+            agent=agent,
+            optimizer=optimizer,
+            model=model,
+            model_optimizer=model_optimizer,
+            disc=disc,
+            disc_optimizer=disc_optimizer,
+            vae=vae,
+            vae_optimizer=vae_optimizer,
+            eval_generator=eval_generator,
         )
 
         # the external model's held-out sets of each phase (the same for every seed; each distinct input evaluated once)
@@ -670,7 +718,9 @@ if __name__ == "__main__":
         final_diayn_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
         skills = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long).to(device)
         skill_ends = torch.zeros((args.num_steps, args.num_envs)).to(device)  # a skill's last step within an episode
-        fresh = torch.zeros((args.num_steps, args.num_envs), dtype=torch.bool).to(device)  # its skill began this rollout
+        fresh = torch.zeros((args.num_steps, args.num_envs), dtype=torch.bool).to(
+            device
+        )  # its skill began this rollout
         next_observations = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
         next_cells = torch.zeros((args.num_steps, args.num_envs, 2), dtype=torch.long).to(device)
         target_size = obs_dim if args.model_target == "forward" else 1
@@ -703,9 +753,17 @@ if __name__ == "__main__":
         def loop_state():
             """What the loop carries from one iteration to the next, as a checkpoint saves it."""
             return dict(
-                iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
-                skill_probs=skill_probs, next_skill=next_skill, skill_age=skill_age, visits=visits,
-                recent_returns=recent_returns, envs=env_state(envs),
+                iteration=iteration,
+                global_step=global_step,
+                phase=phase,
+                next_obs=next_obs,
+                next_info=next_info,
+                skill_probs=skill_probs,
+                next_skill=next_skill,
+                skill_age=skill_age,
+                visits=visits,
+                recent_returns=recent_returns,
+                envs=env_state(envs),
             )
 
         for iteration in range(iteration + 1, args.num_iterations + 1):
@@ -782,8 +840,10 @@ if __name__ == "__main__":
                         recent_returns.append(float(episode["r"][i]))
             # live: the skills count while the task is done, and give way to it when it is not
             full = len(recent_returns) == recent_returns.maxlen
-            diayn_on = args.diayn_after_return == 0 or args.no_task_reward or (
-                full and float(np.mean(recent_returns)) >= args.diayn_after_return
+            diayn_on = (
+                args.diayn_after_return == 0
+                or args.no_task_reward
+                or (full and float(np.mean(recent_returns)) >= args.diayn_after_return)
             )
             diayn_weight = args.diayn_coef if diayn_on else 0.0
 
@@ -850,13 +910,26 @@ if __name__ == "__main__":
                 x = agent_input(next_obs, next_skill, args.num_skills, skill_scale)
                 next_value, next_diayn_value = agent.get_value(x)
                 advantages, returns = compute_gae(
-                    rewards, values, next_value.reshape(1, -1), final_values, terminations, dones, args.gamma, args.gae_lambda
+                    rewards,
+                    values,
+                    next_value.reshape(1, -1),
+                    final_values,
+                    terminations,
+                    dones,
+                    args.gamma,
+                    args.gae_lambda,
                 )
                 # the DIAYN return is the skill's: it also stops where a skill ends within an episode
                 skill_dones = torch.maximum(dones, skill_ends)
                 diayn_advantages, diayn_returns = compute_gae(
-                    diayn_reward, diayn_values, next_diayn_value.reshape(1, -1), final_diayn_values, terminations,
-                    skill_dones, args.gamma, args.gae_lambda,
+                    diayn_reward,
+                    diayn_values,
+                    next_diayn_value.reshape(1, -1),
+                    final_diayn_values,
+                    terminations,
+                    skill_dones,
+                    args.gamma,
+                    args.gae_lambda,
                 )
 
             # flatten the batch
@@ -900,7 +973,9 @@ if __name__ == "__main__":
                     mb_advantages, mb_diayn_advantages = b_advantages[mb_inds], b_diayn_advantages[mb_inds]
                     if args.norm_adv:  # each on its own: the weights weigh them, whatever their scales
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                        mb_diayn_advantages = (mb_diayn_advantages - mb_diayn_advantages.mean()) / (mb_diayn_advantages.std() + 1e-8)
+                        mb_diayn_advantages = (mb_diayn_advantages - mb_diayn_advantages.mean()) / (
+                            mb_diayn_advantages.std() + 1e-8
+                        )
                     mb_advantages = ext_share * mb_advantages + diayn_share * mb_diayn_advantages
 
                     # Policy loss
@@ -913,9 +988,7 @@ if __name__ == "__main__":
                     if args.clip_vloss:
                         v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
                         v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds],
-                            -args.clip_coef,
-                            args.clip_coef,
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
                         )
                         v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                         v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
@@ -965,8 +1038,9 @@ if __name__ == "__main__":
             writer.add_scalar("diayn/disc_loss", disc_loss, global_step)
             writer.add_scalar("diayn/disc_accuracy", disc_correct.float().mean().item(), global_step)
             if fresh.any():  # skills the discriminator has never trained on: no episode to recognise
-                writer.add_scalar("diayn/disc_accuracy_fresh", disc_correct[fresh.reshape(-1)].float().mean().item(),
-                                  global_step)  # fmt: skip
+                writer.add_scalar(
+                    "diayn/disc_accuracy_fresh", disc_correct[fresh.reshape(-1)].float().mean().item(), global_step
+                )
             if args.state_sampler == "vae":
                 writer.add_scalar("diayn/vae_loss", vae_loss, global_step)
             starts = skill_starts / skill_starts.sum().clamp(min=1)

@@ -174,7 +174,9 @@ def fill_in_defaults(args: Args) -> None:
     vector env: envs.fill_in_env_defaults) and the runtime sizes; ValueError (one line) for what cannot run."""
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
-        raise ValueError(f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}")
+        raise ValueError(
+            f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}"
+        )
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
     if args.num_iterations == 0:
@@ -211,7 +213,9 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # intrinsic value head: reads the critic's body, never trains it
+        self.critic_int = layer_init(
+            nn.Linear(64, 1), std=1.0
+        )  # intrinsic value head: reads the critic's body, never trains it
         self.actor = nn.Sequential(
             keep_columns(layer_init(nn.Linear(obs_dim, 256)), columns),
             nn.Tanh(),
@@ -277,13 +281,31 @@ class ExternalModel(nn.Module):
 
     LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
-    def __init__(self, obs_dim, num_actions, target="forward", hidden_sizes=(256, 256), dropout=0.1,
-                 gaussian=False, nll_beta=0.5, num_members=5, columns=None):
+    def __init__(
+        self,
+        obs_dim,
+        num_actions,
+        target="forward",
+        hidden_sizes=(256, 256),
+        dropout=0.1,
+        gaussian=False,
+        nll_beta=0.5,
+        num_members=5,
+        columns=None,
+    ):
         super().__init__()
         columns = None if columns is None else [int(c) for c in columns]
-        self.config = dict(obs_dim=obs_dim, num_actions=num_actions, target=target, hidden_sizes=tuple(hidden_sizes),
-                           dropout=dropout, gaussian=gaussian, nll_beta=nll_beta, num_members=num_members,
-                           columns=columns)
+        self.config = dict(
+            obs_dim=obs_dim,
+            num_actions=num_actions,
+            target=target,
+            hidden_sizes=tuple(hidden_sizes),
+            dropout=dropout,
+            gaussian=gaussian,
+            nll_beta=nll_beta,
+            num_members=num_members,
+            columns=columns,
+        )
         self.num_actions, self.target, self.nll_beta = num_actions, target, nll_beta
         self.register_buffer("columns", None if columns is None else torch.tensor(columns))  # see keep_columns
         self.num_members = num_members
@@ -386,8 +408,10 @@ def dropout_masks(model, num_samples, generator=None):
     predictions are distributed as under per-element masks, and each pass can leave its
     dropped units out of the matrices."""
     keep, device = 1.0 - model.config["dropout"], model.mean.weight.device
-    return [torch.rand((num_samples, width), device=device, generator=generator) < keep
-            for width in model.config["hidden_sizes"]]
+    return [
+        torch.rand((num_samples, width), device=device, generator=generator) < keep
+        for width in model.config["hidden_sizes"]
+    ]
 
 
 def kept_units(mask, keep):
@@ -580,10 +604,18 @@ if __name__ == "__main__":
 
         # optimisation: the first layers read only the columns of the view the env can set (common/columns.py)
         columns = view_columns(env_id)
-        agent_columns = None if columns is None else [*columns, *range(obs_dim, obs_dim + args.emb_size)]  # and the embedding's
+        agent_columns = (
+            None if columns is None else [*columns, *range(obs_dim, obs_dim + args.emb_size)]
+        )  # and the embedding's
         agent = Agent(obs_dim + args.emb_size, num_actions, args.bf16, columns=agent_columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        model_args = args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian, args.model_nll_beta
+        model_args = (
+            args.model_target,
+            args.model_hidden_sizes,
+            args.model_dropout,
+            args.model_gaussian,
+            args.model_nll_beta,
+        )
         num_members = args.ensemble_size if args.interest_field == "ensemble" else 1
         model = ExternalModel(obs_dim, num_actions, *model_args, num_members, columns=columns).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
@@ -593,7 +625,11 @@ if __name__ == "__main__":
 
         # what a checkpoint saves by state dict (the loop's values: loop_state, below)
         stateful = dict(
-            agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer, emb_net=emb_net,
+            agent=agent,
+            optimizer=optimizer,
+            model=model,
+            model_optimizer=model_optimizer,
+            emb_net=emb_net,
             emb_optimizer=emb_optimizer,
         )
 
@@ -640,9 +676,17 @@ if __name__ == "__main__":
         def loop_state():
             """What the loop carries from one iteration to the next, as a checkpoint saves it."""
             return dict(
-                iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
-                int_reward_scale=int_reward_scale, recent_returns=recent_returns, interest_on=interest_on,
-                next_emb=next_emb, emb_pool=emb_pool, envs=env_state(envs),
+                iteration=iteration,
+                global_step=global_step,
+                phase=phase,
+                next_obs=next_obs,
+                next_info=next_info,
+                int_reward_scale=int_reward_scale,
+                recent_returns=recent_returns,
+                interest_on=interest_on,
+                next_emb=next_emb,
+                emb_pool=emb_pool,
+                envs=env_state(envs),
             )
 
         for iteration in range(iteration + 1, args.num_iterations + 1):
@@ -664,7 +708,9 @@ if __name__ == "__main__":
 
                 # ALGO LOGIC: action logic
                 with torch.no_grad():
-                    action, logprob, _, value, int_value = agent.get_action_and_value(torch.cat([next_obs, next_emb], -1))
+                    action, logprob, _, value, int_value = agent.get_action_and_value(
+                        torch.cat([next_obs, next_emb], -1)
+                    )
                     values[step] = value.flatten()
                     int_values[step] = int_value.flatten()
                 actions[step] = action
@@ -715,7 +761,9 @@ if __name__ == "__main__":
                 args.model_batch_size,
             )
             writer.add_scalar("external_model/train_loss", model_train_loss, global_step)
-            eval_poi = poi_values(model, heldout["obs"], heldout["actions"], args.mc_samples)  # the embedding's held-out targets
+            eval_poi = poi_values(
+                model, heldout["obs"], heldout["actions"], args.mc_samples
+            )  # the embedding's held-out targets
             if iteration % args.eval_every == 0 or iteration == args.num_iterations:
                 heldout_eval.log(writer, global_step, obs, actions)
                 writer.add_scalar("poi/eval_mean", eval_poi[heldout["inverse"]].mean().item(), global_step)
@@ -733,7 +781,14 @@ if __name__ == "__main__":
             with torch.no_grad():
                 next_value, next_int_value = agent.get_value(torch.cat([next_obs, next_emb], -1))
                 advantages, returns = compute_gae(
-                    rewards, values, next_value.reshape(1, -1), final_values, terminations, dones, args.gamma, args.gae_lambda
+                    rewards,
+                    values,
+                    next_value.reshape(1, -1),
+                    final_values,
+                    terminations,
+                    dones,
+                    args.gamma,
+                    args.gae_lambda,
                 )
                 int_advantages, int_returns = intrinsic_advantages(
                     int_rewards, int_values, next_int_value.reshape(1, -1), args.int_gamma, args.gae_lambda
@@ -780,7 +835,9 @@ if __name__ == "__main__":
                     mb_advantages, mb_int_advantages = b_advantages[mb_inds], b_int_advantages[mb_inds]
                     if args.norm_adv:  # each on its own: the weights weigh them, whatever their scales
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                        mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (mb_int_advantages.std() + 1e-8)
+                        mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (
+                            mb_int_advantages.std() + 1e-8
+                        )
                     mb_advantages = ext_share * mb_advantages + int_share * mb_int_advantages
 
                     # Policy loss
@@ -793,9 +850,7 @@ if __name__ == "__main__":
                     if args.clip_vloss:
                         v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
                         v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds],
-                            -args.clip_coef,
-                            args.clip_coef,
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
                         )
                         v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                         v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)

@@ -154,7 +154,9 @@ def fill_in_defaults(args: Args) -> None:
     vector env: envs.fill_in_env_defaults) and the runtime sizes; ValueError (one line) for what cannot run."""
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
-        raise ValueError(f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}")
+        raise ValueError(
+            f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}"
+        )
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
     if args.num_iterations == 0:
@@ -185,7 +187,9 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # intrinsic value head: reads the critic's body, never trains it
+        self.critic_int = layer_init(
+            nn.Linear(64, 1), std=1.0
+        )  # intrinsic value head: reads the critic's body, never trains it
         self.actor = nn.Sequential(
             keep_columns(layer_init(nn.Linear(obs_dim, 256)), columns),
             nn.Tanh(),
@@ -430,14 +434,26 @@ if __name__ == "__main__":
         columns = view_columns(env_id)
         agent = Agent(obs_dim, num_actions, args.bf16, columns=columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        model_args = args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian, args.model_nll_beta
+        model_args = (
+            args.model_target,
+            args.model_hidden_sizes,
+            args.model_dropout,
+            args.model_gaussian,
+            args.model_nll_beta,
+        )
         model = ExternalModel(obs_dim, num_actions, *model_args, columns=columns).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
-        eval_generator = torch.Generator(device).manual_seed(args.seed)  # logging's own draws: training ignores --eval-every
+        eval_generator = torch.Generator(device).manual_seed(
+            args.seed
+        )  # logging's own draws: training ignores --eval-every
 
         # what a checkpoint saves by state dict (the loop's values: loop_state, below)
         stateful = dict(
-            agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer, eval_generator=eval_generator,
+            agent=agent,
+            optimizer=optimizer,
+            model=model,
+            model_optimizer=model_optimizer,
+            eval_generator=eval_generator,
         )
 
         # the external model's held-out sets of each phase (the same for every seed; each distinct input evaluated once)
@@ -479,8 +495,14 @@ if __name__ == "__main__":
         def loop_state():
             """What the loop carries from one iteration to the next, as a checkpoint saves it."""
             return dict(
-                iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
-                int_reward_scale=int_reward_scale, recent_returns=recent_returns, interest_on=interest_on,
+                iteration=iteration,
+                global_step=global_step,
+                phase=phase,
+                next_obs=next_obs,
+                next_info=next_info,
+                int_reward_scale=int_reward_scale,
+                recent_returns=recent_returns,
+                interest_on=interest_on,
                 envs=env_state(envs),
             )
 
@@ -609,7 +631,9 @@ if __name__ == "__main__":
                     mb_advantages, mb_int_advantages = b_advantages[mb_inds], b_int_advantages[mb_inds]
                     if args.norm_adv:  # each on its own: the weights weigh them, whatever their scales
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                        mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (mb_int_advantages.std() + 1e-8)
+                        mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (
+                            mb_int_advantages.std() + 1e-8
+                        )
                     mb_advantages = ext_share * mb_advantages + int_share * mb_int_advantages
 
                     # Policy loss
@@ -622,9 +646,7 @@ if __name__ == "__main__":
                     if args.clip_vloss:
                         v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
                         v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds],
-                            -args.clip_coef,
-                            args.clip_coef,
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
                         )
                         v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                         v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)

@@ -161,7 +161,9 @@ def fill_in_defaults(args: Args) -> None:
     vector env: envs.fill_in_env_defaults) and the runtime sizes; ValueError (one line) for what cannot run."""
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
-        raise ValueError(f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}")
+        raise ValueError(
+            f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}"
+        )
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
     if args.num_iterations == 0:
@@ -199,7 +201,9 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # intrinsic value head: reads the critic's body, never trains it
+        self.critic_int = layer_init(
+            nn.Linear(64, 1), std=1.0
+        )  # intrinsic value head: reads the critic's body, never trains it
         self.actor = nn.Sequential(
             keep_columns(layer_init(nn.Linear(obs_dim, 256)), columns),
             nn.Tanh(),
@@ -220,8 +224,13 @@ class Agent(nn.Module):
     def draw_masks(self, shape, generator=None):
         """Inverted-dropout masks for the actor's hidden layers: one (*shape, width) tensor per layer, 0 or 1 / keep."""
         device = self.actor[0].weight.device
-        return torch.cat([(torch.rand((*shape, width), device=device, generator=generator) < self.keep) / self.keep
-                          for width in self.HIDDEN], dim=-1)  # fmt: skip
+        return torch.cat(
+            [
+                (torch.rand((*shape, width), device=device, generator=generator) < self.keep) / self.keep
+                for width in self.HIDDEN
+            ],
+            dim=-1,
+        )
 
     def actor_logits(self, x, masks):
         """The actor's logits with its hidden units multiplied by `masks` (from `draw_masks`, broadcastable)."""
@@ -450,14 +459,26 @@ if __name__ == "__main__":
         columns = view_columns(env_id)
         agent = Agent(obs_dim, num_actions, args.bf16, args.policy_dropout, columns=columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        model_args = args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian, args.model_nll_beta
+        model_args = (
+            args.model_target,
+            args.model_hidden_sizes,
+            args.model_dropout,
+            args.model_gaussian,
+            args.model_nll_beta,
+        )
         model = ExternalModel(obs_dim, num_actions, *model_args, columns=columns).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
-        eval_generator = torch.Generator(device).manual_seed(args.seed)  # logging's own draws: training ignores --eval-every
+        eval_generator = torch.Generator(device).manual_seed(
+            args.seed
+        )  # logging's own draws: training ignores --eval-every
 
         # what a checkpoint saves by state dict (the loop's values: loop_state, below)
         stateful = dict(
-            agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer, eval_generator=eval_generator,
+            agent=agent,
+            optimizer=optimizer,
+            model=model,
+            model_optimizer=model_optimizer,
+            eval_generator=eval_generator,
         )
 
         # the external model's held-out sets of each phase (the same for every seed; each distinct input evaluated once)
@@ -472,7 +493,9 @@ if __name__ == "__main__":
         dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
         values = torch.zeros((args.num_steps, args.num_envs)).to(device)
         int_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
-        policy_masks = torch.zeros((args.num_steps, args.num_envs, sum(Agent.HIDDEN))).to(device)  # the actor that acted
+        policy_masks = torch.zeros((args.num_steps, args.num_envs, sum(Agent.HIDDEN))).to(
+            device
+        )  # the actor that acted
         final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
         target_size = obs_dim if args.model_target == "forward" else 1
         targets = torch.zeros((args.num_steps, args.num_envs, target_size)).to(device)
@@ -498,8 +521,14 @@ if __name__ == "__main__":
         def loop_state():
             """What the loop carries from one iteration to the next, as a checkpoint saves it."""
             return dict(
-                iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
-                int_reward_scale=int_reward_scale, recent_returns=recent_returns, envs=env_state(envs),
+                iteration=iteration,
+                global_step=global_step,
+                phase=phase,
+                next_obs=next_obs,
+                next_info=next_info,
+                int_reward_scale=int_reward_scale,
+                recent_returns=recent_returns,
+                envs=env_state(envs),
             )
 
         for iteration in range(iteration + 1, args.num_iterations + 1):
@@ -554,8 +583,10 @@ if __name__ == "__main__":
             # POI LOGIC: the intrinsic advantage counts while the task is done well enough; unlike the model files'
             # gate it is not latched: here the model is the policy, and after a change re-learning it is the task
             full = len(recent_returns) == recent_returns.maxlen
-            interest_on = args.int_after_return == 0 or args.no_task_reward or (
-                full and float(np.mean(recent_returns)) >= args.int_after_return
+            interest_on = (
+                args.int_after_return == 0
+                or args.no_task_reward
+                or (full and float(np.mean(recent_returns)) >= args.int_after_return)
             )
             int_weight = args.int_coef if interest_on else 0.0
 
@@ -632,7 +663,9 @@ if __name__ == "__main__":
                     mb_advantages, mb_int_advantages = b_advantages[mb_inds], b_int_advantages[mb_inds]
                     if args.norm_adv:  # each on its own: the weights weigh them, whatever their scales
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                        mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (mb_int_advantages.std() + 1e-8)
+                        mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (
+                            mb_int_advantages.std() + 1e-8
+                        )
                     mb_advantages = ext_share * mb_advantages + int_share * mb_int_advantages
 
                     # Policy loss
@@ -645,9 +678,7 @@ if __name__ == "__main__":
                     if args.clip_vloss:
                         v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
                         v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds],
-                            -args.clip_coef,
-                            args.clip_coef,
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
                         )
                         v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                         v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)

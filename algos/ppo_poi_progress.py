@@ -172,13 +172,17 @@ def fill_in_defaults(args: Args) -> None:
     vector env: envs.fill_in_env_defaults) and the runtime sizes; ValueError (one line) for what cannot run."""
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
-        raise ValueError(f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}")
+        raise ValueError(
+            f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}"
+        )
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
     if args.num_iterations == 0:
         raise ValueError(f"--total-timesteps={args.total_timesteps} is smaller than one batch ({args.batch_size})")
     if args.model_data == "uniform" and args.replay_size < args.batch_size:
-        raise ValueError(f"--replay-size={args.replay_size} must hold at least one rollout ({args.batch_size} transitions)")
+        raise ValueError(
+            f"--replay-size={args.replay_size} must hold at least one rollout ({args.batch_size} transitions)"
+        )
     color_door_key = is_color_door_key(resolve_env_id(args.env))
     if args.model_target == "auto":
         args.model_target = "key_distance" if color_door_key else "forward"
@@ -209,7 +213,9 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)  # intrinsic value head: reads the critic's body, never trains it
+        self.critic_int = layer_init(
+            nn.Linear(64, 1), std=1.0
+        )  # intrinsic value head: reads the critic's body, never trains it
         self.actor = nn.Sequential(
             keep_columns(layer_init(nn.Linear(obs_dim, 256)), columns),
             nn.Tanh(),
@@ -367,7 +373,9 @@ class ReplayBuffer:
         """Indices drawn with replacement, P(i) = p_i^alpha / sum_j p_j^alpha (uniform when not
         prioritised), and their importance weights (N P(i))^-beta / max_j (N P(j))^-beta."""
         if not prioritised:
-            return torch.randint(self.count, (batch_size,), device=self.obs.device), torch.ones(batch_size, device=self.obs.device)
+            return torch.randint(self.count, (batch_size,), device=self.obs.device), torch.ones(
+                batch_size, device=self.obs.device
+            )
         probs = self.priorities[: self.count] ** alpha
         probs = probs / probs.sum()
         idx = torch.multinomial(probs, batch_size, replacement=True)
@@ -468,7 +476,9 @@ def interest_values(interest, model, lagged, obs, actions, targets, inverse=None
         return transition_losses(model, obs, actions, targets, inverse)
     if interest == "excess":
         return excess_errors(model, obs, actions, targets, inverse)
-    return transition_losses(lagged.model, obs, actions, targets, inverse) - transition_losses(model, obs, actions, targets, inverse)
+    return transition_losses(lagged.model, obs, actions, targets, inverse) - transition_losses(
+        model, obs, actions, targets, inverse
+    )
 
 
 def compute_gae(rewards, values, next_value, final_values, terminations, dones, gamma, gae_lambda):
@@ -551,7 +561,13 @@ if __name__ == "__main__":
         columns = view_columns(env_id)
         agent = Agent(obs_dim, num_actions, args.bf16, columns=columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        model_args = args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian, args.model_nll_beta
+        model_args = (
+            args.model_target,
+            args.model_hidden_sizes,
+            args.model_dropout,
+            args.model_gaussian,
+            args.model_nll_beta,
+        )
         model = ExternalModel(obs_dim, num_actions, *model_args, columns=columns).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
         lagged = SnapshotModel(model, args.progress_lag) if args.progress_lag else LaggedModel(model, args.progress_tau)
@@ -561,11 +577,19 @@ if __name__ == "__main__":
             replay = None
         model_updates = args.model_epochs * -(-args.batch_size // args.model_batch_size)
         noise_generator = torch.Generator(device).manual_seed(args.seed)  # --interest noise draws from it alone
-        eval_generator = torch.Generator(device).manual_seed(args.seed + 1)  # logging's own draws: training ignores --eval-every
+        eval_generator = torch.Generator(device).manual_seed(
+            args.seed + 1
+        )  # logging's own draws: training ignores --eval-every
 
         # what a checkpoint saves by state dict (the loop's values: loop_state, below)
-        stateful = dict(agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer,
-                        noise_generator=noise_generator, eval_generator=eval_generator)
+        stateful = dict(
+            agent=agent,
+            optimizer=optimizer,
+            model=model,
+            model_optimizer=model_optimizer,
+            noise_generator=noise_generator,
+            eval_generator=eval_generator,
+        )
 
         # the external model's held-out sets of each phase (the same for every seed; each distinct input evaluated once)
         heldout_eval = HeldoutEval.for_run(model, model_targets, env_id, args, device)
@@ -606,9 +630,17 @@ if __name__ == "__main__":
         def loop_state():
             """What the loop carries from one iteration to the next, as a checkpoint saves it."""
             return dict(
-                iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
-                int_reward_scale=int_reward_scale, recent_returns=recent_returns, interest_on=interest_on, lagged=lagged,
-                replay=replay, envs=env_state(envs),
+                iteration=iteration,
+                global_step=global_step,
+                phase=phase,
+                next_obs=next_obs,
+                next_info=next_info,
+                int_reward_scale=int_reward_scale,
+                recent_returns=recent_returns,
+                interest_on=interest_on,
+                lagged=lagged,
+                replay=replay,
+                envs=env_state(envs),
             )
 
         for iteration in range(iteration + 1, args.num_iterations + 1):
@@ -684,8 +716,9 @@ if __name__ == "__main__":
                 writer.add_scalar("poi/eval_mean", eval_poi.mean().item(), global_step)
 
             # POI LOGIC: interest of every stored transition from its observed target, as a normalised reward
-            poi = interest_values(args.interest, model, lagged, *b_model_data, loss_before=loss_before,
-                                  generator=noise_generator)
+            poi = interest_values(
+                args.interest, model, lagged, *b_model_data, loss_before=loss_before, generator=noise_generator
+            )
             poi = poi.reshape(args.num_steps, args.num_envs)
             lagged.update(model)  # after the interest: progress compares the model with its past
             int_rewards = poi / (int_reward_scale.update(poi) + 1e-8)
@@ -741,7 +774,9 @@ if __name__ == "__main__":
                     mb_advantages, mb_int_advantages = b_advantages[mb_inds], b_int_advantages[mb_inds]
                     if args.norm_adv:  # each on its own: the weights weigh them, whatever their scales
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                        mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (mb_int_advantages.std() + 1e-8)
+                        mb_int_advantages = (mb_int_advantages - mb_int_advantages.mean()) / (
+                            mb_int_advantages.std() + 1e-8
+                        )
                     mb_advantages = ext_share * mb_advantages + int_share * mb_int_advantages
 
                     # Policy loss
@@ -754,9 +789,7 @@ if __name__ == "__main__":
                     if args.clip_vloss:
                         v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
                         v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds],
-                            -args.clip_coef,
-                            args.clip_coef,
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
                         )
                         v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                         v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)

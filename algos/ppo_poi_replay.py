@@ -146,13 +146,17 @@ def fill_in_defaults(args: Args) -> None:
     vector env: envs.fill_in_env_defaults) and the runtime sizes; ValueError (one line) for what cannot run."""
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
-        raise ValueError(f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}")
+        raise ValueError(
+            f"batch size num-envs*num-steps={args.batch_size} is not divisible by --num-minibatches={args.num_minibatches}"
+        )
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
     if args.num_iterations == 0:
         raise ValueError(f"--total-timesteps={args.total_timesteps} is smaller than one batch ({args.batch_size})")
     if args.replay_size < args.batch_size:
-        raise ValueError(f"--replay-size={args.replay_size} must hold at least one rollout ({args.batch_size} transitions)")
+        raise ValueError(
+            f"--replay-size={args.replay_size} must hold at least one rollout ({args.batch_size} transitions)"
+        )
     color_door_key = is_color_door_key(resolve_env_id(args.env))
     if args.model_target == "auto":
         args.model_target = "key_distance" if color_door_key else "forward"
@@ -348,7 +352,9 @@ class ReplayBuffer:
         """Indices drawn with replacement, P(i) = p_i^alpha / sum_j p_j^alpha (uniform when not
         prioritised), and their importance weights (N P(i))^-beta / max_j (N P(j))^-beta."""
         if not prioritised:
-            return torch.randint(self.count, (batch_size,), device=self.obs.device), torch.ones(batch_size, device=self.obs.device)
+            return torch.randint(self.count, (batch_size,), device=self.obs.device), torch.ones(
+                batch_size, device=self.obs.device
+            )
         probs = self.priorities[: self.count] ** alpha
         probs = probs / probs.sum()
         idx = torch.multinomial(probs, batch_size, replacement=True)
@@ -426,7 +432,13 @@ if __name__ == "__main__":
         columns = view_columns(env_id)
         agent = Agent(obs_dim, num_actions, args.bf16, columns=columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        model_args = args.model_target, args.model_hidden_sizes, args.model_dropout, args.model_gaussian, args.model_nll_beta
+        model_args = (
+            args.model_target,
+            args.model_hidden_sizes,
+            args.model_dropout,
+            args.model_gaussian,
+            args.model_nll_beta,
+        )
         model = ExternalModel(obs_dim, num_actions, *model_args, columns=columns).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
         replay = ReplayBuffer(args.replay_size, obs_dim, obs_dim if args.model_target == "forward" else 1, device)
@@ -470,8 +482,14 @@ if __name__ == "__main__":
         def loop_state():
             """What the loop carries from one iteration to the next, as a checkpoint saves it."""
             return dict(
-                iteration=iteration, global_step=global_step, phase=phase, next_obs=next_obs, next_info=next_info,
-                replay=replay, model_rng=model_rng, envs=env_state(envs),
+                iteration=iteration,
+                global_step=global_step,
+                phase=phase,
+                next_obs=next_obs,
+                next_info=next_info,
+                replay=replay,
+                model_rng=model_rng,
+                envs=env_state(envs),
             )
 
         for iteration in range(iteration + 1, args.num_iterations + 1):
@@ -522,16 +540,29 @@ if __name__ == "__main__":
             with model_rng:
                 if args.model_data == "rollout":
                     model_train_loss = train_external_model(
-                        model, model_optimizer, obs.reshape(-1, obs_dim), actions.reshape(-1),
-                        targets.reshape(-1, targets.shape[-1]), args.model_epochs, args.model_batch_size,
+                        model,
+                        model_optimizer,
+                        obs.reshape(-1, obs_dim),
+                        actions.reshape(-1),
+                        targets.reshape(-1, targets.shape[-1]),
+                        args.model_epochs,
+                        args.model_batch_size,
                     )
                 else:  # as many updates of the same size as training on the rollout would make
                     replay.add(obs.reshape(-1, obs_dim), actions.reshape(-1), targets.reshape(-1, targets.shape[-1]))
                     model_train_loss = train_from_replay(
-                        model, model_optimizer, replay, model_updates, args.model_batch_size, args.priority_alpha,
-                        args.priority_beta, args.model_data == "prioritised",
+                        model,
+                        model_optimizer,
+                        replay,
+                        model_updates,
+                        args.model_batch_size,
+                        args.priority_alpha,
+                        args.priority_beta,
+                        args.model_data == "prioritised",
                     )
-                    writer.add_scalar("replay/priority_mean", replay.priorities[: replay.count].mean().item(), global_step)
+                    writer.add_scalar(
+                        "replay/priority_mean", replay.priorities[: replay.count].mean().item(), global_step
+                    )
             writer.add_scalar("external_model/train_loss", model_train_loss, global_step)
             if iteration % args.eval_every == 0 or iteration == args.num_iterations:
                 heldout_eval.log(writer, global_step, obs, actions)
@@ -584,9 +615,7 @@ if __name__ == "__main__":
                     if args.clip_vloss:
                         v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
                         v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds],
-                            -args.clip_coef,
-                            args.clip_coef,
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
                         )
                         v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                         v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)

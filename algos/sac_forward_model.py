@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python algos/sac_forward_model.py` finds envs/ and common/
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # `python algos/sac_forward_model.py` finds envs/ and common/
 
 import gymnasium as gym
 import numpy as np
@@ -101,9 +103,13 @@ RANGES = {
 def fill_in_defaults(args: Args) -> None:
     """Nothing to fill in; raise ValueError (one line) for what cannot run."""
     if not 0 <= args.learning_starts < args.total_timesteps:
-        raise ValueError(f"--learning-starts must be in [0, total-timesteps={args.total_timesteps}), got {args.learning_starts}")
+        raise ValueError(
+            f"--learning-starts must be in [0, total-timesteps={args.total_timesteps}), got {args.learning_starts}"
+        )
     if args.checkpoint_every % 1000:
-        raise ValueError(f"--checkpoint-every must be a multiple of 1000 (SAC logs every 1000 steps), got {args.checkpoint_every}")
+        raise ValueError(
+            f"--checkpoint-every must be a multiple of 1000 (SAC logs every 1000 steps), got {args.checkpoint_every}"
+        )
     check_continuous_env(args.env)
 
 
@@ -148,8 +154,12 @@ class Actor(nn.Module):
         self.fc_mean = nn.Linear(256, action_dim)
         self.fc_logstd = nn.Linear(256, action_dim)
         # action rescaling
-        self.register_buffer("action_scale", torch.tensor((action_space.high - action_space.low) / 2.0, dtype=torch.float32))
-        self.register_buffer("action_bias", torch.tensor((action_space.high + action_space.low) / 2.0, dtype=torch.float32))
+        self.register_buffer(
+            "action_scale", torch.tensor((action_space.high - action_space.low) / 2.0, dtype=torch.float32)
+        )
+        self.register_buffer(
+            "action_bias", torch.tensor((action_space.high + action_space.low) / 2.0, dtype=torch.float32)
+        )
 
     def forward(self, x):
         x = F.relu(self.fc1(x))
@@ -201,8 +211,13 @@ class ReplayBuffer:
     def sample(self, batch_size, device):
         idx = np.random.randint(self.capacity if self.full else self.pos, size=batch_size)
         as_tensor = lambda x: torch.tensor(x[idx], device=device)  # noqa: E731
-        return (as_tensor(self.obs), as_tensor(self.actions), as_tensor(self.next_obs),
-                as_tensor(self.rewards), as_tensor(self.terminations))  # fmt: skip
+        return (
+            as_tensor(self.obs),
+            as_tensor(self.actions),
+            as_tensor(self.next_obs),
+            as_tensor(self.rewards),
+            as_tensor(self.terminations),
+        )
 
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "logistic": nn.Sigmoid}
@@ -217,8 +232,14 @@ class ForwardModel(nn.Module):
 
     def __init__(self, obs_dim, action_dim, hidden_size=256, layers=2, activation="relu", gaussian=False):
         super().__init__()
-        self.config = dict(obs_dim=obs_dim, action_dim=action_dim, hidden_size=hidden_size, layers=layers,
-                           activation=activation, gaussian=gaussian)  # fmt: skip
+        self.config = dict(
+            obs_dim=obs_dim,
+            action_dim=action_dim,
+            hidden_size=hidden_size,
+            layers=layers,
+            activation=activation,
+            gaussian=gaussian,
+        )
         body, in_dim = [], obs_dim + action_dim
         for _ in range(layers):
             body += [nn.Linear(in_dim, hidden_size), ACTIVATIONS[activation]()]
@@ -303,7 +324,9 @@ def train_forward_model(model, optimizer, obs, actions, deltas, epochs, batch_si
 @torch.no_grad()
 def eval_forward_model(model, obs, actions, deltas, chunk=65_536):
     model.eval()
-    losses = [model.per_sample_loss(*(x[i : i + chunk] for x in (obs, actions, deltas))) for i in range(0, len(obs), chunk)]
+    losses = [
+        model.per_sample_loss(*(x[i : i + chunk] for x in (obs, actions, deltas))) for i in range(0, len(obs), chunk)
+    ]
     return torch.cat(losses).mean().item()
 
 
@@ -322,7 +345,8 @@ if __name__ == "__main__":
 
         # env setup: SAME_STEP autoreset gives the true final observation in infos["final_obs"]
         envs = gym.vector.SyncVectorEnv(
-            [make_env(args.env, args.seed, args.capture_video, run.dir)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+            [make_env(args.env, args.seed, args.capture_video, run.dir)],
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
         run.callback(envs.close)
         assert isinstance(envs.single_action_space, gym.spaces.Box), "only continuous action space is supported"
@@ -349,15 +373,26 @@ if __name__ == "__main__":
             alpha = args.alpha
 
         rb = ReplayBuffer(min(args.buffer_size, args.total_timesteps), obs_dim, action_dim)
-        fm = ForwardModel(obs_dim, action_dim, args.fm_hidden_size, args.fm_layers, args.fm_activation, args.fm_gaussian)
+        fm = ForwardModel(
+            obs_dim, action_dim, args.fm_hidden_size, args.fm_layers, args.fm_activation, args.fm_gaussian
+        )
         fm = fm.to(device)
         fm_optimizer = optim.Adam(fm.parameters(), lr=args.fm_learning_rate, fused=True)
         transitions = TransitionSet(args.total_timesteps, obs_dim, action_dim, args.fm_eval_fraction, args.seed)
         fm_train_loss = float("nan")
 
         # what a checkpoint saves by state dict (the loop's values: loop_state, below)
-        stateful = dict(actor=actor, qf1=qf1, qf2=qf2, qf1_target=qf1_target, qf2_target=qf2_target, q_optimizer=q_optimizer,
-                        actor_optimizer=actor_optimizer, fm=fm, fm_optimizer=fm_optimizer)  # fmt: skip
+        stateful = dict(
+            actor=actor,
+            qf1=qf1,
+            qf2=qf2,
+            qf1_target=qf1_target,
+            qf2_target=qf2_target,
+            q_optimizer=q_optimizer,
+            actor_optimizer=actor_optimizer,
+            fm=fm,
+            fm_optimizer=fm_optimizer,
+        )
         if args.autotune:
             stateful["a_optimizer"] = a_optimizer
 
@@ -377,8 +412,14 @@ if __name__ == "__main__":
         def loop_state():
             """What the loop carries from one iteration to the next, as a checkpoint saves it."""
             return dict(
-                global_step=global_step, obs=obs, episode_returns=episode_returns, fm_train_loss=fm_train_loss, rb=rb,
-                transitions=transitions, log_alpha=log_alpha.detach() if args.autotune else None, envs=env_state(envs),
+                global_step=global_step,
+                obs=obs,
+                episode_returns=episode_returns,
+                fm_train_loss=fm_train_loss,
+                rb=rb,
+                transitions=transitions,
+                log_alpha=log_alpha.detach() if args.autotune else None,
+                envs=env_state(envs),
             )
 
         for global_step in range(global_step + 1, args.total_timesteps + 1):
@@ -429,7 +470,9 @@ if __name__ == "__main__":
                 q_optimizer.step()
 
                 if global_step % args.policy_frequency == 0:  # TD 3 Delayed update support
-                    for _ in range(args.policy_frequency):  # compensate for the delay by doing 'actor_update_interval' instead of 1
+                    for _ in range(
+                        args.policy_frequency
+                    ):  # compensate for the delay by doing 'actor_update_interval' instead of 1
                         pi, log_pi, _ = actor.get_action(b_obs)
                         qf1_pi = qf1(b_obs, pi)
                         qf2_pi = qf2(b_obs, pi)
@@ -463,7 +506,9 @@ if __name__ == "__main__":
             if retrain_due(global_step, args.fm_retrain_every):
                 train_part, eval_part = transitions.part(False, device), transitions.part(True, device)
                 if len(train_part[0]) and len(eval_part[0]):
-                    fm_train_loss = train_forward_model(fm, fm_optimizer, *train_part, args.fm_epochs, args.fm_batch_size)
+                    fm_train_loss = train_forward_model(
+                        fm, fm_optimizer, *train_part, args.fm_epochs, args.fm_batch_size
+                    )
                     writer.add_scalar("fm/train_loss", fm_train_loss, global_step)
                     writer.add_scalar("fm/eval_loss", eval_forward_model(fm, *eval_part), global_step)
 
@@ -484,7 +529,9 @@ if __name__ == "__main__":
                 mean_return = np.mean(episode_returns) if episode_returns else float("nan")
                 say(progress_line(global_step, args.total_timesteps, sps, mean_return, fm_train_loss))
                 episode_returns = []
-                run.end_iteration(global_step, global_step, stateful, loop_state)  # the checkpoint when due; a stop if asked
+                run.end_iteration(
+                    global_step, global_step, stateful, loop_state
+                )  # the checkpoint when due; a stop if asked
 
         if args.save_model:
             meta = dict(env=args.env, observation="raw", noise="normal", noise_size=action_dim)

@@ -58,8 +58,11 @@ from common.series import window_mean
 from common.series import read as read_series
 from common.tb import read_scalars
 
-LOSSES = {"train": "external_model/train_loss", "eval": "external_model/eval_loss",
-          "changed": "external_model/eval_loss_changed"}
+LOSSES = {
+    "train": "external_model/train_loss",
+    "eval": "external_model/eval_loss",
+    "changed": "external_model/eval_loss_changed",
+}
 REQUIRED = ("train", "eval")  # `changed` only where the run logs it
 RETURN = "charts/episodic_return"
 
@@ -88,8 +91,11 @@ class Robustness:
     window: int = 200_000
 
     def names(self, span: int) -> list[str]:
-        return ([f"threshold x{f:g}, span {span}" for f in self.factors] + [f"span {n}" for n in self.spans if n != span]
-                + [f"mean log10 loss, first {self.window // 1000}k"])  # fmt: skip
+        return (
+            [f"threshold x{f:g}, span {span}" for f in self.factors]
+            + [f"span {n}" for n in self.spans if n != span]
+            + [f"mean log10 loss, first {self.window // 1000}k"]
+        )
 
 
 def ema(values: np.ndarray, span: int) -> np.ndarray:
@@ -120,10 +126,18 @@ def in_phase(series: list[tuple[int, float]], start: int, end: float) -> tuple[n
     return np.array([s for s, _ in pairs], dtype=float), np.array([v for _, v in pairs], dtype=float)
 
 
-def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], success_threshold: float,
-                  success_window: int = 100, relative: float | None = None, episodes: dict | None = None,
-                  summary: list | None = None, task_window: int = 100_000,
-                  robustness: Robustness | None = None) -> list[dict]:  # fmt: skip
+def phase_metrics(
+    scalars: dict,
+    span: int,
+    thresholds: dict[str, float],
+    success_threshold: float,
+    success_window: int = 100,
+    relative: float | None = None,
+    episodes: dict | None = None,
+    summary: list | None = None,
+    task_window: int = 100_000,
+    robustness: Robustness | None = None,
+) -> list[dict]:
     """The metrics of every phase of one run (see the module docstring). With `episodes` (binned,
     common.series): the task along the phase; with `summary`: the last 100 episodes, and success where
     the scalars hold no single episodes; with `robustness`: its re-readings of one loss."""
@@ -137,8 +151,14 @@ def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], succes
         for kind, tag in LOSSES.items():
             steps, values = in_phase(scalars.get(tag, []), start, end)
             if len(values) == 0:
-                row.update({f"{kind}_adaptation": math.nan, f"{kind}_reached": False, f"{kind}_asymptotic": math.nan,
-                            f"{kind}_highest": math.nan})  # fmt: skip
+                row.update(
+                    {
+                        f"{kind}_adaptation": math.nan,
+                        f"{kind}_reached": False,
+                        f"{kind}_asymptotic": math.nan,
+                        f"{kind}_highest": math.nan,
+                    }
+                )
                 continue
             smoothed = ema(values, span)
             threshold = relative * level[kind] if relative and kind in level else thresholds[kind]
@@ -152,7 +172,9 @@ def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], succes
             if robustness is not None and kind == robustness.kind:
                 row["robust"] = robust_readings(steps, values, start, end, threshold, span, robustness)
         if RETURN in scalars or summary is None:
-            row["success_steps"] = steps_to_return(scalars.get(RETURN, []), start, end, success_threshold, success_window)
+            row["success_steps"] = steps_to_return(
+                scalars.get(RETURN, []), start, end, success_threshold, success_window
+            )
         else:  # from a series: the step its last 100 episodes' mean first reached 0.8 (common.series.episode_summary)
             solved_at = summary[phase]["solved_at"]
             row["success_steps"] = math.nan if solved_at is None else solved_at - start
@@ -171,13 +193,16 @@ def phase_metrics(scalars: dict, span: int, thresholds: dict[str, float], succes
     return phases
 
 
-def robust_readings(steps: np.ndarray, values: np.ndarray, start: int, end: int, threshold: float, span: int,
-                    robustness: Robustness) -> dict[str, float]:  # fmt: skip
+def robust_readings(
+    steps: np.ndarray, values: np.ndarray, start: int, end: int, threshold: float, span: int, robustness: Robustness
+) -> dict[str, float]:
     """One phase's re-learning of one loss read the other ways `robustness` names (steps, a run that never
     gets there with the phase's length; the mean log10 loss, unsmoothed, over the window's evaluations)."""
     readings = {}
-    for name, (factor, n) in zip(robustness.names(span), [(f, span) for f in robustness.factors] +
-                                 [(1.0, n) for n in robustness.spans if n != span]):  # fmt: skip
+    for name, (factor, n) in zip(
+        robustness.names(span),
+        [(f, span) for f in robustness.factors] + [(1.0, n) for n in robustness.spans if n != span],
+    ):
         reached = steps_to_fall_below(steps, ema(values, n), factor * threshold, start)
         readings[name] = end - start if math.isnan(reached) else reached
     early = values[steps < start + robustness.window]
@@ -212,8 +237,18 @@ def find_runs(folders: list[Path]) -> tuple[list[RunInfo], list[str]]:
     for (env, method, seed), options in sorted(attempts.items()):
         finished, _, source = max(options, key=lambda o: o[:2])  # finished first, then the latest
         if isinstance(source, dict):  # a series record
-            runs.append(RunInfo(Path(source["run"]), env, method, seed, finished, scalars=source["scalars"],
-                                episodes=source["episodes"], summary=source["phases"]))  # fmt: skip
+            runs.append(
+                RunInfo(
+                    Path(source["run"]),
+                    env,
+                    method,
+                    seed,
+                    finished,
+                    scalars=source["scalars"],
+                    episodes=source["episodes"],
+                    summary=source["phases"],
+                )
+            )
         else:
             runs.append(RunInfo(source, env, method, seed, finished))
     return runs, notes
@@ -227,8 +262,9 @@ def planned_but_missing(folders: list[Path], runs: list[RunInfo], methods: list[
         manifest = folder / "sweep.json"
         if manifest.is_file():
             planned = json.loads(manifest.read_text())["runs"]
-            missing += [r["key"] for r in planned
-                        if r["key"] not in present and (methods is None or r["label"] in methods)]  # fmt: skip
+            missing += [
+                r["key"] for r in planned if r["key"] not in present and (methods is None or r["label"] in methods)
+            ]
     return missing
 
 
@@ -286,8 +322,13 @@ def aggregate(runs: list[RunInfo], baseline: str | None, reps: int, seed: int) -
                 if estimates[name][baseline][0] > 0:
                     estimates[f"{name}_normalised"] = ratio_estimates(scores, scores[baseline], reps, seed)
         for method, phases in sorted(by_method.items()):
-            row = {"env": env, "phase": phase, "method": method, "runs": len(phases),
-                   "success": sum(p["success"] for p in phases)}
+            row = {
+                "env": env,
+                "phase": phase,
+                "method": method,
+                "runs": len(phases),
+                "success": sum(p["success"] for p in phases),
+            }
             for kind in LOSSES:
                 row[f"{kind}_reached"] = sum(p[f"{kind}_reached"] for p in phases)
             for name, per_method in estimates.items():
@@ -312,8 +353,10 @@ def task_rows(runs: list[RunInfo], baseline: str | None, reps: int, seed: int) -
     for (env, phase), by_method in sorted(groups.items()):
         estimates = {}
         for name in TASK:
-            scores = {m: np.array([[p[name]] for p in ps if not math.isnan(p.get(name, math.nan))])
-                      for m, ps in by_method.items()}  # fmt: skip
+            scores = {
+                m: np.array([[p[name]] for p in ps if not math.isnan(p.get(name, math.nan))])
+                for m, ps in by_method.items()
+            }
             estimates[name] = interval_estimates({m: v for m, v in scores.items() if len(v)}, reps, seed)
         floor = estimates["return_window"].get(baseline, (math.nan, math.nan, math.nan))[1]
         for method in sorted(by_method):
@@ -327,8 +370,17 @@ def task_rows(runs: list[RunInfo], baseline: str | None, reps: int, seed: int) -
     return rows
 
 
-def frontier_rows(runs: list[RunInfo], frontier: list[str], measure: str, span: int, robustness: Robustness | None,
-                  reps: int, seed: int, comparisons: int, task: str = "return_window") -> list[dict]:  # fmt: skip
+def frontier_rows(
+    runs: list[RunInfo],
+    frontier: list[str],
+    measure: str,
+    span: int,
+    robustness: Robustness | None,
+    reps: int,
+    seed: int,
+    comparisons: int,
+    task: str = "return_window",
+) -> list[dict]:
     """Per (env, phase after a change, method not on the frontier): the method against the frontier of
     the `frontier` methods (common.frontier) on the pre-registered re-learning and on every robustness
     reading; x is each run's `task` (the return over the phase's last window, or over the whole phase).
@@ -352,11 +404,23 @@ def frontier_rows(runs: list[RunInfo], frontier: list[str], measure: str, span: 
             return np.array([x for x, _ in pairs]), np.array([y for _, y in pairs])
 
         for method in sorted(set(by_method) - set(frontier)):
-            row = {"env": env, "phase": phase, "method": method, "runs": len(runs_of(method, readings[0][0])[0]),
-                   "task": task, "readings": {}}  # fmt: skip
+            row = {
+                "env": env,
+                "phase": phase,
+                "method": method,
+                "runs": len(runs_of(method, readings[0][0])[0]),
+                "task": task,
+                "readings": {},
+            }
             for name, log, primary in readings:
-                result = against_frontier({m: runs_of(m, name) for m in frontier}, runs_of(method, name), log=log,
-                                          reps=reps, seed=seed, levels=(0.95, corrected))  # fmt: skip
+                result = against_frontier(
+                    {m: runs_of(m, name) for m in frontier},
+                    runs_of(method, name),
+                    log=log,
+                    reps=reps,
+                    seed=seed,
+                    levels=(0.95, corrected),
+                )
                 cis = result.pop("cis")
                 result["ci"], result["ci_corrected"] = cis[0.95], cis[corrected]
                 result["pre_registered"] = primary
@@ -365,8 +429,14 @@ def frontier_rows(runs: list[RunInfo], frontier: list[str], measure: str, span: 
     return rows
 
 
-def verdicts(frontier_table: list[dict], robustness: list[dict], task: list[dict], judged: list[str],
-             against_baseline: list[str], baseline: str) -> list[dict]:  # fmt: skip
+def verdicts(
+    frontier_table: list[dict],
+    robustness: list[dict],
+    task: list[dict],
+    judged: list[str],
+    against_baseline: list[str],
+    baseline: str,
+) -> list[dict]:
     """The plan's verdict for each primary comparison: a method against the frontier, or against another
     the baseline (`against_baseline`, the robustness rows' ratios): a *win* when the upper end of the corrected CI of the
     pre-registered reading is below 1 and the method keeps the task in every phase; *fragile* when a
@@ -375,7 +445,9 @@ def verdicts(frontier_table: list[dict], robustness: list[dict], task: list[dict
     for row in task:
         kept[(row["env"], row["method"])].append(row["keeps_task"])
     out = []
-    rows = [(r, "frontier", r["readings"]) for r in frontier_table if r["method"] in judged and r["task"] == "return_window"]
+    rows = [
+        (r, "frontier", r["readings"]) for r in frontier_table if r["method"] in judged and r["task"] == "return_window"
+    ]
     by_method = {(r["env"], r["phase"], r["method"]): r for r in robustness}
     rows += [(r, baseline, None) for key, r in by_method.items() if key[2] in against_baseline]
     for row, against, readings in rows:
@@ -385,7 +457,10 @@ def verdicts(frontier_table: list[dict], robustness: list[dict], task: list[dict
             ratio, high = primary["ratio"], primary["ci_corrected"][1]
             others = [v["ratio"] for v in readings.values() if not v["pre_registered"]]
         else:  # against a reference method: the robustness rows computed with that method as the baseline
-            ratio, high = row["readings"][next(n for n in row["readings"] if n.startswith("threshold x1,"))]["iqm"], row["corrected"][1]
+            ratio, high = (
+                row["readings"][next(n for n in row["readings"] if n.startswith("threshold x1,"))]["iqm"],
+                row["corrected"][1],
+            )
             others = [v["iqm"] for v in row["readings"].values()]
         if readings is not None and math.isnan(ratio):
             verdict = "not judged (below the frontier's task levels)"
@@ -393,13 +468,24 @@ def verdicts(frontier_table: list[dict], robustness: list[dict], task: list[dict
             verdict = "fragile win" if any(not o < 1 for o in others) else "win"
         else:
             verdict = "no" + ("" if keeps else " (does not keep the task)")
-        out.append({"env": row["env"], "phase": row["phase"], "method": row["method"], "against": against,
-                    "ratio": ratio, "corrected_high": high, "keeps_task": keeps, "verdict": verdict})  # fmt: skip
+        out.append(
+            {
+                "env": row["env"],
+                "phase": row["phase"],
+                "method": row["method"],
+                "against": against,
+                "ratio": ratio,
+                "corrected_high": high,
+                "keeps_task": keeps,
+                "verdict": verdict,
+            }
+        )
     return out
 
 
-def robustness_rows(runs: list[RunInfo], baseline: str, span: int, robustness: Robustness, reps: int, seed: int,
-                    comparisons: int) -> list[dict]:  # fmt: skip
+def robustness_rows(
+    runs: list[RunInfo], baseline: str, span: int, robustness: Robustness, reps: int, seed: int, comparisons: int
+) -> list[dict]:
     """Per (env, phase after a change, method): every robustness reading against the baseline's, and the
     pre-registered one's interval at 1 - 0.05 / comparisons too (a primary comparison against the baseline)."""
     groups = defaultdict(lambda: defaultdict(list))
@@ -427,8 +513,11 @@ def robustness_rows(runs: list[RunInfo], baseline: str, span: int, robustness: R
 def binned_returns(run: RunInfo) -> list[tuple[int, float]]:
     """The run's mean return per bin of episodes, at each bin's middle (bins where an episode ended)."""
     bins = run.episodes
-    return [(i * bins["bin"] + bins["bin"] // 2, total / count)
-            for i, (count, total) in enumerate(zip(bins["count"], bins["return"])) if count]  # fmt: skip
+    return [
+        (i * bins["bin"] + bins["bin"] // 2, total / count)
+        for i, (count, total) in enumerate(zip(bins["count"], bins["return"]))
+        if count
+    ]
 
 
 def curves(runs: list[RunInfo], span: int, reps: int, seed: int, points: int = 100) -> dict:
@@ -448,7 +537,9 @@ def curves(runs: list[RunInfo], span: int, reps: int, seed: int, points: int = 1
                 series = []
                 for run in (r for r in members if r.method == method):
                     smoothed_steps, smoothed = [], []
-                    source = binned_returns(run) if tag == RETURN and run.episodes is not None else run.scalars.get(tag, [])
+                    source = (
+                        binned_returns(run) if tag == RETURN and run.episodes is not None else run.scalars.get(tag, [])
+                    )
                     for p in run.phases:
                         steps, values = in_phase(source, p["start"], p["start"] + p["length"])
                         if len(values):
@@ -459,8 +550,11 @@ def curves(runs: list[RunInfo], span: int, reps: int, seed: int, points: int = 1
                 if not series:
                     continue
                 point, band = bootstrap({method: np.array(series)}, lambda x: trim_mean(x, 0.25, axis=0), reps, seed)
-                per_tag[name] = {"iqm": point[method].tolist(), "low": band[method][0].tolist(),
-                                 "high": band[method][1].tolist()}  # fmt: skip
+                per_tag[name] = {
+                    "iqm": point[method].tolist(),
+                    "low": band[method][0].tolist(),
+                    "high": band[method][1].tolist(),
+                }
             out[env]["methods"][method] = per_tag
     return out
 
@@ -478,7 +572,9 @@ def curve_agreement(curve_data: dict, baseline: str) -> list[dict]:
                 if name not in base:
                     continue
                 b, m = ({k: np.asarray(v) for k, v in c.items()} for c in (base[name], curve))
-                inside = (b["low"] <= m["iqm"]) & (m["iqm"] <= b["high"]) & (m["low"] <= b["iqm"]) & (b["iqm"] <= m["high"])
+                inside = (
+                    (b["low"] <= m["iqm"]) & (m["iqm"] <= b["high"]) & (m["low"] <= b["iqm"]) & (b["iqm"] <= m["high"])
+                )
                 rows.append({"env": env, "method": method, "curve": name, "share": float(inside.mean())})
     return rows
 
@@ -492,15 +588,21 @@ def plot(curve_data: dict, rows: list[dict], baseline: str | None, out: Path) ->
     written = []
     for env, data in curve_data.items():
         fig, axes = plt.subplots(1, 4, figsize=(20, 4))
-        for ax, (name, title) in zip(axes, [("eval_loss", "external model eval loss"),
-                                            ("changed_loss", "eval loss on what the change altered"),
-                                            ("train_loss", "external model train loss"),
-                                            ("return", "episodic return")]):  # fmt: skip
+        for ax, (name, title) in zip(
+            axes,
+            [
+                ("eval_loss", "external model eval loss"),
+                ("changed_loss", "eval loss on what the change altered"),
+                ("train_loss", "external model train loss"),
+                ("return", "episodic return"),
+            ],
+        ):
             for method, per_tag in data["methods"].items():
                 if name in per_tag:
-                    line, = ax.plot(data["steps"], per_tag[name]["iqm"], label=method)
-                    ax.fill_between(data["steps"], per_tag[name]["low"], per_tag[name]["high"],
-                                    color=line.get_color(), alpha=0.2)  # fmt: skip
+                    (line,) = ax.plot(data["steps"], per_tag[name]["iqm"], label=method)
+                    ax.fill_between(
+                        data["steps"], per_tag[name]["low"], per_tag[name]["high"], color=line.get_color(), alpha=0.2
+                    )
             for start in data["phase_starts"][1:]:
                 ax.axvline(start, color="grey", linestyle="--", linewidth=1)
             ax.set(title=f"{title} (IQM, 95% CI)", xlabel="global step")
@@ -528,14 +630,17 @@ def plot(curve_data: dict, rows: list[dict], baseline: str | None, out: Path) ->
             if baseline:
                 ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
             ax.set_xticks(range(len(phases)), [f"phase {p}" for p in phases])
-            ax.set(title=f"{kind} loss: adaptation efficiency" + (f" / {baseline}'s" if baseline else " (steps)"),
-                   ylabel="IQM, 95% CI (lower = faster)")  # fmt: skip
+            ax.set(
+                title=f"{kind} loss: adaptation efficiency" + (f" / {baseline}'s" if baseline else " (steps)"),
+                ylabel="IQM, 95% CI (lower = faster)",
+            )
         written.append(finish_figure(fig, axes, env, out / f"adaptation_{env}.png"))
     return written
 
 
-def plot_frontier(runs: list[RunInfo], frontier: list[str], frontier_table: list[dict], measure: str, reps: int,
-                  seed: int, out: Path) -> list[Path]:  # fmt: skip
+def plot_frontier(
+    runs: list[RunInfo], frontier: list[str], frontier_table: list[dict], measure: str, reps: int, seed: int, out: Path
+) -> list[Path]:
     """Per env and phase after a change: re-learning steps against the return over the phase's last
     window, one point per method with 95% CIs on both axes, the frontier drawn through its arms."""
     import matplotlib
@@ -560,14 +665,24 @@ def plot_frontier(runs: list[RunInfo], frontier: list[str], frontier_table: list
             (xi, xl, xh), (yi, yl, yh) = (interval_estimates({method: v}, reps, seed)[method] for v in (x, y))
             points[method] = (xi, yi)
             on_frontier = method in frontier
-            ax.errorbar(xi, yi, xerr=[[xi - xl], [xh - xi]], yerr=[[yi - yl], [yh - yi]], fmt="o" if on_frontier else "s",
-                        color="grey" if on_frontier else None, capsize=3, label=method)  # fmt: skip
+            ax.errorbar(
+                xi,
+                yi,
+                xerr=[[xi - xl], [xh - xi]],
+                yerr=[[yi - yl], [yh - yi]],
+                fmt="o" if on_frontier else "s",
+                color="grey" if on_frontier else None,
+                capsize=3,
+                label=method,
+            )
         front = [points[m] for m in frontier if m in points]
         line = [front[i] for i in pareto(front)]
         ax.plot([x for x, _ in line], [y for _, y in line], color="grey", linestyle="--", label="non-interest frontier")
-        ax.set(xlabel="task: mean return over the phase's last window (IQM, 95% CI)",
-               ylabel=f"steps until the {measure} loss is re-learned (IQM, 95% CI)",
-               title=f"{env}, phase {phase}: re-learning against the task (lower right is better)")  # fmt: skip
+        ax.set(
+            xlabel="task: mean return over the phase's last window (IQM, 95% CI)",
+            ylabel=f"steps until the {measure} loss is re-learned (IQM, 95% CI)",
+            title=f"{env}, phase {phase}: re-learning against the task (lower right is better)",
+        )
         ax.legend(fontsize=7, loc="best")
         fig.tight_layout()
         path = out / f"frontier_{env}_phase{phase}.png"
@@ -603,9 +718,12 @@ def markdown(rows: list[dict], settings: dict, notes: list[str], agreement: list
         threshold = settings[f"{kind}_threshold"]
         if settings.get("relative"):
             threshold = f"{threshold} in the first phase, then {settings['relative']}x the level before the change"
-        lines += [f"### {kind} loss (threshold {threshold})", "",
-                  "| env | phase | method | runs | task solved | reached | adaptation steps | normalised "
-                  "| asymptotic loss |", "|-|-|-|-|-|-|-|-|-|"]  # fmt: skip
+        lines += [
+            f"### {kind} loss (threshold {threshold})",
+            "",
+            "| env | phase | method | runs | task solved | reached | adaptation steps | normalised | asymptotic loss |",
+            "|-|-|-|-|-|-|-|-|-|",
+        ]
         for row in rows:
             lines.append(
                 f"| {row['env']} | {row['phase']} | {row['method']} | {row['runs']} | {row['success']}/{row['runs']} "
@@ -614,23 +732,32 @@ def markdown(rows: list[dict], settings: dict, notes: list[str], agreement: list
                 f"| {cell(row.get(f'{kind}_asymptotic'), False)} |"
             )
         lines.append("")
-    lines.append("IQM [95% stratified-bootstrap CI] over runs. Adaptation steps: from the phase start until the "
-                 "smoothed loss first falls below the threshold after having been at or above it (0 if it never was); "
-                 "a run that never gets there counts with the phase's length. Normalised: the method's IQM over the "
-                 "baseline's (below 1 = faster), its CI from resampling the runs of both.")  # fmt: skip
+    lines.append(
+        "IQM [95% stratified-bootstrap CI] over runs. Adaptation steps: from the phase start until the "
+        "smoothed loss first falls below the threshold after having been at or above it (0 if it never was); "
+        "a run that never gets there counts with the phase's length. Normalised: the method's IQM over the "
+        "baseline's (below 1 = faster), its CI from resampling the runs of both."
+    )
     if agreement:
-        lines += ["", f"### curves against {settings['baseline']}", "",
-                  "Share of the curve's grid points (smoothed, up to the end of the shortest run) where the method's "
-                  "IQM lies in the baseline's 95% CI band and the baseline's IQM in the method's.", "",
-                  "| env | method | curve | share within each other's CIs |", "|-|-|-|-|"]  # fmt: skip
+        lines += [
+            "",
+            f"### curves against {settings['baseline']}",
+            "",
+            "Share of the curve's grid points (smoothed, up to the end of the shortest run) where the method's "
+            "IQM lies in the baseline's 95% CI band and the baseline's IQM in the method's.",
+            "",
+            "| env | method | curve | share within each other's CIs |",
+            "|-|-|-|-|",
+        ]
         lines += [f"| {r['env']} | {r['method']} | {r['curve']} | {r['share']:.2f} |" for r in agreement]
     if notes:
         lines += ["", "Notes:", *[f"- {note}" for note in notes]]
     return "\n".join(lines) + "\n"
 
 
-def fair_test_markdown(task: list[dict], frontier_table: list[dict], robustness: list[dict], verdict: list[dict],
-                       settings: dict) -> str:  # fmt: skip
+def fair_test_markdown(
+    task: list[dict], frontier_table: list[dict], robustness: list[dict], verdict: list[dict], settings: dict
+) -> str:
     """The task along the phase, every method against the frontier, and the robustness readings."""
 
     def cell(estimate, fmt="{:.3g}"):
@@ -639,68 +766,106 @@ def fair_test_markdown(task: list[dict], frontier_table: list[dict], robustness:
         return f"{fmt.format(estimate['iqm'])} [{fmt.format(estimate['low'])}, {fmt.format(estimate['high'])}]"
 
     window = f"{settings['task_window'] // 1000}k"
-    lines = [f"### The task along the phase (returns over each phase's last {window} steps)", "",
-             f"| env | phase | method | runs | return, last {window} | return, whole phase | last 100 episodes "
-             f"| episode length, last {window} | entropy, last {window} | keeps the task |",
-             "|-|-|-|-|-|-|-|-|-|-|"]  # fmt: skip
+    lines = [
+        f"### The task along the phase (returns over each phase's last {window} steps)",
+        "",
+        f"| env | phase | method | runs | return, last {window} | return, whole phase | last 100 episodes "
+        f"| episode length, last {window} | entropy, last {window} | keeps the task |",
+        "|-|-|-|-|-|-|-|-|-|-|",
+    ]
     for row in task:
         kept = {None: "-", True: "yes", False: "**no**"}[row["keeps_task"]]
-        lines.append(f"| {row['env']} | {row['phase']} | {row['method']} | {row['runs']} | "
-                     + " | ".join(cell(row.get(name), "{:.1f}" if name == "length_window" else "{:.3g}")
-                                  for name in TASK) + f" | {kept} |")  # fmt: skip
+        lines.append(
+            f"| {row['env']} | {row['phase']} | {row['method']} | {row['runs']} | "
+            + " | ".join(cell(row.get(name), "{:.1f}" if name == "length_window" else "{:.3g}") for name in TASK)
+            + f" | {kept} |"
+        )
     task_baseline = settings["task_baseline"] or settings["baseline"]
-    lines += ["", f"IQM [95% CI] over runs. Keeps the task: the IQM of the return over the last {window} steps at "
-              f"or above the lower end of {task_baseline}'s 95% CI in that phase.", ""]  # fmt: skip
+    lines += [
+        "",
+        f"IQM [95% CI] over runs. Keeps the task: the IQM of the return over the last {window} steps at "
+        f"or above the lower end of {task_baseline}'s 95% CI in that phase.",
+        "",
+    ]
     if verdict:
         corrected = 100 * (1 - 0.05 / settings["comparisons"])
-        lines += ["### Verdicts (the primary comparisons)", "",
-                  f"Win: the upper end of the pre-registered reading's {corrected:g}% CI below 1, and the task kept in "
-                  "every phase; fragile: a robustness reading's point estimate not below 1.", "",
-                  f"| env | phase | method | against | ratio | {corrected:g}% CI upper end | keeps the task | verdict |",
-                  "|-|-|-|-|-|-|-|-|"]  # fmt: skip
+        lines += [
+            "### Verdicts (the primary comparisons)",
+            "",
+            f"Win: the upper end of the pre-registered reading's {corrected:g}% CI below 1, and the task kept in "
+            "every phase; fragile: a robustness reading's point estimate not below 1.",
+            "",
+            f"| env | phase | method | against | ratio | {corrected:g}% CI upper end | keeps the task | verdict |",
+            "|-|-|-|-|-|-|-|-|",
+        ]
         for v in verdict:
-            lines.append(f"| {v['env']} | {v['phase']} | {v['method']} | {v['against']} | {v['ratio']:.3g} | "
-                         f"{v['corrected_high']:.3g} | {'yes' if v['keeps_task'] else 'no'} | **{v['verdict']}** |")  # fmt: skip
+            lines.append(
+                f"| {v['env']} | {v['phase']} | {v['method']} | {v['against']} | {v['ratio']:.3g} | "
+                f"{v['corrected_high']:.3g} | {'yes' if v['keeps_task'] else 'no'} | **{v['verdict']}** |"
+            )
         lines.append("")
     if frontier_table:
         corrected = 100 * (1 - 0.05 / settings["comparisons"])
-        lines += [f"### Against the non-interest frontier ({', '.join(settings['frontier'])})", "",
-                  f"Pre-registered: steps until the {settings['frontier_loss']} loss (EMA span {settings['span']}) falls "
-                  f"below {settings[settings['frontier_loss'] + '_threshold']:g}. x: the return over the phase's last "
-                  f"{window} steps. F(x): the frontier's steps at the method's x (interpolated; not judged below the "
-                  f"frontier's lowest x; a method near that edge is not judged in part of the resamples, which count as unbounded, so "
-                  f"it cannot win once more than {(100 - corrected) / 2:g}% of them are). {corrected:g}% CI: Bonferroni over "
-                  f"{settings['comparisons']} comparisons.", "",
-                  f"| env | phase | method | runs | x | y | F(x) | y / F(x) | 95% CI | {corrected:g}% CI "
-                  "| resamples not judged |", "|-|-|-|-|-|-|-|-|-|-|-|"]  # fmt: skip
+        lines += [
+            f"### Against the non-interest frontier ({', '.join(settings['frontier'])})",
+            "",
+            f"Pre-registered: steps until the {settings['frontier_loss']} loss (EMA span {settings['span']}) falls "
+            f"below {settings[settings['frontier_loss'] + '_threshold']:g}. x: the return over the phase's last "
+            f"{window} steps. F(x): the frontier's steps at the method's x (interpolated; not judged below the "
+            f"frontier's lowest x; a method near that edge is not judged in part of the resamples, which count as unbounded, so "
+            f"it cannot win once more than {(100 - corrected) / 2:g}% of them are). {corrected:g}% CI: Bonferroni over "
+            f"{settings['comparisons']} comparisons.",
+            "",
+            f"| env | phase | method | runs | x | y | F(x) | y / F(x) | 95% CI | {corrected:g}% CI "
+            "| resamples not judged |",
+            "|-|-|-|-|-|-|-|-|-|-|-|",
+        ]
         for row in sorted(frontier_table, key=lambda r: r["task"] != "return_window"):
             r = next(v for v in row["readings"].values() if v["pre_registered"])
             if row["task"] != "return_window":
                 row = {**row, "method": f"{row['method']} (x: whole phase, not pre-registered)"}
-            lines.append(f"| {row['env']} | {row['phase']} | {row['method']} | {row['runs']} | {r['x']:.3g} | "
-                         f"{r['y']:,.0f} | {r['frontier']:,.0f} | {r['ratio']:.3g} | [{r['ci'][0]:.3g}, {r['ci'][1]:.3g}] | "
-                         f"[{r['ci_corrected'][0]:.3g}, {r['ci_corrected'][1]:.3g}] | {r['not_judged_share']:.2f} |")  # fmt: skip
+            lines.append(
+                f"| {row['env']} | {row['phase']} | {row['method']} | {row['runs']} | {r['x']:.3g} | "
+                f"{r['y']:,.0f} | {r['frontier']:,.0f} | {r['ratio']:.3g} | [{r['ci'][0]:.3g}, {r['ci'][1]:.3g}] | "
+                f"[{r['ci_corrected'][0]:.3g}, {r['ci_corrected'][1]:.3g}] | {r['not_judged_share']:.2f} |"
+            )
         frontier_table = [r for r in frontier_table if r["task"] == "return_window"]
         names = list(frontier_table[0]["readings"])
-        lines += ["", "### Robustness: against the frontier, every reading", "",
-                  "Ratio [95% CI] to the frontier at the method's task level (steps; for the mean log10 loss, the "
-                  "ratio of geometric-mean losses). The first column is the pre-registered measure.", "",
-                  "| env | phase | method | " + " | ".join(names) + " |", "|-|-|-|" + "-|" * len(names)]  # fmt: skip
+        lines += [
+            "",
+            "### Robustness: against the frontier, every reading",
+            "",
+            "Ratio [95% CI] to the frontier at the method's task level (steps; for the mean log10 loss, the "
+            "ratio of geometric-mean losses). The first column is the pre-registered measure.",
+            "",
+            "| env | phase | method | " + " | ".join(names) + " |",
+            "|-|-|-|" + "-|" * len(names),
+        ]
         for row in frontier_table:
-            lines.append(f"| {row['env']} | {row['phase']} | {row['method']} | " + " | ".join(
-                f"{r['ratio']:.3g} [{r['ci'][0]:.3g}, {r['ci'][1]:.3g}]" for r in row["readings"].values()) + " |")
+            lines.append(
+                f"| {row['env']} | {row['phase']} | {row['method']} | "
+                + " | ".join(f"{r['ratio']:.3g} [{r['ci'][0]:.3g}, {r['ci'][1]:.3g}]" for r in row["readings"].values())
+                + " |"
+            )
     if robustness:
         names = list(robustness[0]["readings"])
         corrected = 100 * (1 - 0.05 / settings["comparisons"])
-        lines += ["", f"### Robustness: against {settings['baseline']}", "",
-                  f"Ratio [95% CI] of each reading of the {settings['frontier_loss']} loss's re-learning to "
-                  f"{settings['baseline']}'s; the last column, the pre-registered reading's {corrected:g}% CI.", "",
-                  "| env | phase | method | " + " | ".join(names) + f" | {corrected:g}% CI |",
-                  "|-|-|-|" + "-|" * (len(names) + 1)]  # fmt: skip
+        lines += [
+            "",
+            f"### Robustness: against {settings['baseline']}",
+            "",
+            f"Ratio [95% CI] of each reading of the {settings['frontier_loss']} loss's re-learning to "
+            f"{settings['baseline']}'s; the last column, the pre-registered reading's {corrected:g}% CI.",
+            "",
+            "| env | phase | method | " + " | ".join(names) + f" | {corrected:g}% CI |",
+            "|-|-|-|" + "-|" * (len(names) + 1),
+        ]
         for row in robustness:
-            lines.append(f"| {row['env']} | {row['phase']} | {row['method']} | "
-                         + " | ".join(cell(row["readings"][n]) for n in names)
-                         + " | [{:.3g}, {:.3g}] |".format(*row["corrected"]))  # fmt: skip
+            lines.append(
+                f"| {row['env']} | {row['phase']} | {row['method']} | "
+                + " | ".join(cell(row["readings"][n]) for n in names)
+                + " | [{:.3g}, {:.3g}] |".format(*row["corrected"])
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -716,29 +881,55 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--train-threshold", type=float, default=0.5, help=f"for the training loss, {units}")
     parser.add_argument("--eval-threshold", type=float, default=2.0, help=f"for eval_loss, {units}")
     parser.add_argument("--changed-threshold", type=float, default=2.0, help=f"for eval_loss_changed, {units}")
-    parser.add_argument("--relative", type=float, default=None,
-                        help="after the first phase: this factor times the run's loss level before the change")
-    parser.add_argument("--success-window", type=int, default=100, help="episodes in the mean return of --success-threshold")
+    parser.add_argument(
+        "--relative",
+        type=float,
+        default=None,
+        help="after the first phase: this factor times the run's loss level before the change",
+    )
+    parser.add_argument(
+        "--success-window", type=int, default=100, help="episodes in the mean return of --success-threshold"
+    )
     parser.add_argument("--success-threshold", type=float, default=0.8, help="mean return that counts as solved")
     parser.add_argument("--drop-unsuccessful", action="store_true", help="keep only runs that solved every phase")
     parser.add_argument("--baseline", default=None, help="method to normalise adaptation efficiency by")
     parser.add_argument("--methods", nargs="+", default=None, help="analyse only these methods (default: all)")
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
-    parser.add_argument("--task-window", type=int, default=100_000,
-                        help="the task along the phase: mean return over each phase's last this many steps")  # fmt: skip
-    parser.add_argument("--frontier", nargs="+", default=None,
-                        help="the non-interest methods: every other method is placed against their frontier")  # fmt: skip
-    parser.add_argument("--frontier-loss", choices=sorted(LOSSES), default="changed",
-                        help="the loss whose re-learning the frontier and the robustness readings use")  # fmt: skip
+    parser.add_argument(
+        "--task-window",
+        type=int,
+        default=100_000,
+        help="the task along the phase: mean return over each phase's last this many steps",
+    )
+    parser.add_argument(
+        "--frontier",
+        nargs="+",
+        default=None,
+        help="the non-interest methods: every other method is placed against their frontier",
+    )
+    parser.add_argument(
+        "--frontier-loss",
+        choices=sorted(LOSSES),
+        default="changed",
+        help="the loss whose re-learning the frontier and the robustness readings use",
+    )
     parser.add_argument("--comparisons", type=int, default=1, help="primary comparisons: CIs at 1 - 0.05 / this too")
-    parser.add_argument("--task-baseline", default=None,
-                        help="the method whose task level the others must keep (default: --baseline)")  # fmt: skip
-    parser.add_argument("--judge", nargs="+", default=[], help="primary comparisons: these methods against the frontier")
-    parser.add_argument("--judge-against-baseline", nargs="+", default=[],
-                        help="primary comparisons: these methods against --baseline")  # fmt: skip
-    parser.add_argument("--robust-window", type=int, default=200_000,
-                        help="robustness: the mean log10 loss over this many steps after each change")  # fmt: skip
+    parser.add_argument(
+        "--task-baseline", default=None, help="the method whose task level the others must keep (default: --baseline)"
+    )
+    parser.add_argument(
+        "--judge", nargs="+", default=[], help="primary comparisons: these methods against the frontier"
+    )
+    parser.add_argument(
+        "--judge-against-baseline", nargs="+", default=[], help="primary comparisons: these methods against --baseline"
+    )
+    parser.add_argument(
+        "--robust-window",
+        type=int,
+        default=200_000,
+        help="robustness: the mean log10 loss over this many steps after each change",
+    )
     return parser.parse_args(argv)
 
 
@@ -781,8 +972,18 @@ def main(argv: list[str] | None = None) -> int:
             if not any(run.episodes["count"]):
                 notes.append(f"{run.path.name}: no episode ended (no {RETURN}): not successful")
             thresholds = {"train": args.train_threshold, "eval": args.eval_threshold, "changed": args.changed_threshold}
-            run.phases = phase_metrics(run.scalars, args.span, thresholds, args.success_threshold, args.success_window,
-                                       args.relative, run.episodes, run.summary, args.task_window, robustness)  # fmt: skip
+            run.phases = phase_metrics(
+                run.scalars,
+                args.span,
+                thresholds,
+                args.success_threshold,
+                args.success_window,
+                args.relative,
+                run.episodes,
+                run.summary,
+                args.task_window,
+                robustness,
+            )
             usable.append(run)
         if not usable:
             raise ValueError("no run has the scalars the analysis needs: " + "; ".join(notes))
@@ -793,7 +994,9 @@ def main(argv: list[str] | None = None) -> int:
             if not usable:
                 raise ValueError("--drop-unsuccessful dropped every run")
         for kind, threshold in thresholds.items():
-            highest = [p[f"{kind}_highest"] for run in usable for p in run.phases if not math.isnan(p[f"{kind}_highest"])]
+            highest = [
+                p[f"{kind}_highest"] for run in usable for p in run.phases if not math.isnan(p[f"{kind}_highest"])
+            ]
             if highest and max(highest) < threshold:
                 raise ValueError(
                     f"--{kind}-threshold {threshold:g} is above every run's smoothed {kind} loss (at most "
@@ -802,8 +1005,12 @@ def main(argv: list[str] | None = None) -> int:
         methods = sorted({run.method for run in usable})
         if args.baseline is not None and args.baseline not in methods:
             raise ValueError(f"baseline {args.baseline!r} is not in the sweep; methods: {' '.join(methods)}")
-        for flag, named in (("--frontier", args.frontier or []), ("--task-baseline", [args.task_baseline] if args.task_baseline else []),
-                            ("--judge", args.judge), ("--judge-against-baseline", args.judge_against_baseline)):  # fmt: skip
+        for flag, named in (
+            ("--frontier", args.frontier or []),
+            ("--task-baseline", [args.task_baseline] if args.task_baseline else []),
+            ("--judge", args.judge),
+            ("--judge-against-baseline", args.judge_against_baseline),
+        ):
             unknown = sorted(set(named) - set(methods))
             if unknown:
                 raise ValueError(f"{flag}: no runs of {' '.join(unknown)}; methods: {' '.join(methods)}")
@@ -829,20 +1036,50 @@ def main(argv: list[str] | None = None) -> int:
     frontier_table, robust, verdict = [], [], []
     if args.frontier is not None:
         for task_measure in ("return_window", "return_phase"):  # the plan's x, and x over the whole phase beside it
-            frontier_table += frontier_rows(usable, args.frontier, args.frontier_loss, args.span,
-                                            robustness if task_measure == "return_window" else None, args.reps,
-                                            args.seed, args.comparisons, task_measure)  # fmt: skip
+            frontier_table += frontier_rows(
+                usable,
+                args.frontier,
+                args.frontier_loss,
+                args.span,
+                robustness if task_measure == "return_window" else None,
+                args.reps,
+                args.seed,
+                args.comparisons,
+                task_measure,
+            )
         robust = robustness_rows(usable, args.baseline, args.span, robustness, args.reps, args.seed, args.comparisons)
         verdict = verdicts(frontier_table, robust, task, args.judge, args.judge_against_baseline, args.baseline)
-        plots += plot_frontier(usable, args.frontier, frontier_table, args.frontier_loss, min(args.reps, 1000),
-                               args.seed, out)  # fmt: skip
-    results = {"settings": settings, "notes": notes, "aggregates": rows, "curves": curve_data, "curve_agreement": agreement,
-               "task": task, "frontier": frontier_table, "robustness": robust, "verdicts": verdict,
-               "runs": [{"run": run.path.name, "env": run.env, "method": run.method, "seed": run.seed,
-                         "finished": run.finished, "phases": run.phases} for run in usable]}  # fmt: skip
+        plots += plot_frontier(
+            usable, args.frontier, frontier_table, args.frontier_loss, min(args.reps, 1000), args.seed, out
+        )
+    results = {
+        "settings": settings,
+        "notes": notes,
+        "aggregates": rows,
+        "curves": curve_data,
+        "curve_agreement": agreement,
+        "task": task,
+        "frontier": frontier_table,
+        "robustness": robust,
+        "verdicts": verdict,
+        "runs": [
+            {
+                "run": run.path.name,
+                "env": run.env,
+                "method": run.method,
+                "seed": run.seed,
+                "finished": run.finished,
+                "phases": run.phases,
+            }
+            for run in usable
+        ],
+    }
     (out / "results.json").write_text(json.dumps(results, indent=1))
-    table = markdown(rows, settings, notes, agreement) + "\n" + fair_test_markdown(task, frontier_table, robust, verdict,
-                                                                                settings)  # fmt: skip
+    table = (
+        markdown(rows, settings, notes, agreement)
+        + "\n"
+        + fair_test_markdown(task, frontier_table, robust, verdict, settings)
+    )
     (out / "results.md").write_text(table)
     print(table)
     print(f"wrote {out / 'results.json'}, {out / 'results.md'}, {', '.join(p.name for p in plots)}")

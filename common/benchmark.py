@@ -64,8 +64,17 @@ def raw_env_steps_per_second(env_id: str, num_envs: int, num_steps: int, vector_
 def training_sps(algo: str, env: str, total_timesteps: int, extra: list[str], root: Path = ROOT) -> float:
     """The last `charts/SPS` an algorithm file (of the checkout at `root`) logs: global steps over wall time since its start."""
     with tempfile.TemporaryDirectory() as runs_dir:
-        cmd = [sys.executable, str(root / "algos" / f"{algo}.py"), "--env", env,
-               "--total-timesteps", str(total_timesteps), "--runs-dir", runs_dir, *extra]  # fmt: skip
+        cmd = [
+            sys.executable,
+            str(root / "algos" / f"{algo}.py"),
+            "--env",
+            env,
+            "--total-timesteps",
+            str(total_timesteps),
+            "--runs-dir",
+            runs_dir,
+            *extra,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:
             raise RuntimeError(f"{algo} failed: {proc.stderr.strip().splitlines()[-1:]}")
@@ -92,16 +101,33 @@ def profile(algo: str, env: str, total_timesteps: int, extra: list[str]) -> None
 
     with tempfile.TemporaryDirectory() as runs_dir:
         out = Path(runs_dir) / "profile.out"
-        cmd = [sys.executable, "-m", "cProfile", "-o", str(out), str(ROOT / "algos" / f"{algo}.py"), "--env", env,
-               "--total-timesteps", str(total_timesteps), "--runs-dir", runs_dir, *extra]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "cProfile",
+            "-o",
+            str(out),
+            str(ROOT / "algos" / f"{algo}.py"),
+            "--env",
+            env,
+            "--total-timesteps",
+            str(total_timesteps),
+            "--runs-dir",
+            runs_dir,
+            *extra,
+        ]
         subprocess.run(cmd, check=True, capture_output=True)
-        stats = pstats.Stats(str(out)).stats  # {(file, line, function): (calls, primitive calls, tottime, cumtime, callers)}
+        stats = pstats.Stats(
+            str(out)
+        ).stats  # {(file, line, function): (calls, primitive calls, tottime, cumtime, callers)}
 
     def cumtime(belongs) -> float:
         return sum(value[3] for (file, _, name), value in stats.items() if belongs(file, name))
 
     script = cumtime(lambda f, n: n == "<module>" and f.endswith(f"{algo}.py"))
-    print(f"\n{algo} {' '.join(extra)} under cProfile, {total_timesteps:,} steps: {script:.1f} s in the script (imports included)\n")
+    print(
+        f"\n{algo} {' '.join(extra)} under cProfile, {total_timesteps:,} steps: {script:.1f} s in the script (imports included)\n"
+    )
     print("| where (rows overlap) | seconds | share |\n|-|-|-|")
     for label, belongs in PROFILE_ROWS:
         seconds = cumtime(belongs)
@@ -109,7 +135,9 @@ def profile(algo: str, env: str, total_timesteps: int, extra: list[str]) -> None
             print(f"| {label} | {seconds:.2f} | {seconds / script:.0%} |")
 
 
-def update_table(algos: list[str], batch: int, rounds: int, reps: int = 50, env_id: str = "ColorDoorKey-8x8-v0") -> None:
+def update_table(
+    algos: list[str], batch: int, rounds: int, reps: int = 50, env_id: str = "ColorDoorKey-8x8-v0"
+) -> None:
     """Milliseconds of one PPO minibatch update of each file's `Agent` (random-policy views of `env_id`,
     7 actions, a PPO-shaped loss, backward, gradient clipping, Adam), per optimiser path and precision,
     on the view's columns `env_id` can set (as the files run) and on all 980 (as before `keep_columns`)."""
@@ -119,8 +147,10 @@ def update_table(algos: list[str], batch: int, rounds: int, reps: int = 50, env_
     views = torch.tensor(random_policy_transitions(OneHotFlatObs(gym.make(env_id)), 2048, seed=0)["obs"])
     columns = view_columns(env_id)
     print(f"\none PPO minibatch update, batch {batch}, one thread, median of {rounds} x {reps} updates (ms)\n")
-    print("| file | float32, 980 columns | float32, view columns | --bf16, 980 columns | --bf16, view columns |\n"
-          "|-|-|-|-|-|")  # fmt: skip
+    print(
+        "| file | float32, 980 columns | float32, view columns | --bf16, 980 columns | --bf16, view columns |\n"
+        "|-|-|-|-|-|"
+    )
     for algo in algos:
         module = importlib.import_module(f"algos.{algo}")
         generator = torch.Generator().manual_seed(0)
@@ -165,8 +195,19 @@ def product_flops(algo: str, env: str, total_timesteps: int, extra: list[str]) -
     """Floating-point operations of the matrix products (forward and backward) of one training run,
     in all (`Global`) and by top-level module class, counted by torch's `FlopCounterMode`."""
     with tempfile.TemporaryDirectory() as runs_dir:
-        cmd = [sys.executable, "-c", FLOP_COUNTER, str(ROOT / "algos" / f"{algo}.py"), "--env", env,
-               "--total-timesteps", str(total_timesteps), "--runs-dir", runs_dir, *extra]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-c",
+            FLOP_COUNTER,
+            str(ROOT / "algos" / f"{algo}.py"),
+            "--env",
+            env,
+            "--total-timesteps",
+            str(total_timesteps),
+            "--runs-dir",
+            runs_dir,
+            *extra,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:
             raise RuntimeError(f"{algo} failed: {proc.stderr.strip().splitlines()[-1:]}")
@@ -201,24 +242,41 @@ def flops_table(algos: list[str], env: str, total_timesteps: int, extra: list[st
     shape = (256, 980 if columns is None else len(columns), 256)  # a PPO minibatch through a first layer
     rates = {dtype: product_rate(*shape, dtype, rounds) for dtype in ("float32", "bfloat16")}
     square = {dtype: product_rate(2048, 2048, 2048, dtype, rounds, reps=3) for dtype in ("float32", "bfloat16")}
-    print(f"\none thread, GFLOP/s of a {' x '.join(map(str, shape))} product: float32 {rates['float32']:.0f}, "
-          f"bfloat16 {rates['bfloat16']:.0f} (2048 x 2048 x 2048: {square['float32']:.0f} and {square['bfloat16']:.0f})")
+    print(
+        f"\none thread, GFLOP/s of a {' x '.join(map(str, shape))} product: float32 {rates['float32']:.0f}, "
+        f"bfloat16 {rates['bfloat16']:.0f} (2048 x 2048 x 2048: {square['float32']:.0f} and {square['bfloat16']:.0f})"
+    )
     print(f"\n{env}, {total_timesteps:,} steps, flags: {' '.join(extra)}\n")
-    print("| file | GFLOP of matrix products (by module) | s at the float32 rate | s at the bfloat16 rate "
-          "| training s (steps/s) | float32 floor / training |\n|-|-|-|-|-|-|")  # fmt: skip
+    print(
+        "| file | GFLOP of matrix products (by module) | s at the float32 rate | s at the bfloat16 rate "
+        "| training s (steps/s) | float32 floor / training |\n|-|-|-|-|-|-|"
+    )
     for algo in algos:
         counts = product_flops(algo, env, total_timesteps, extra)
         total = counts.pop("Global", 0) / 1e9
-        parts = ", ".join(f"{MODULE_NAMES.get(name, name)} {flops / 1e9:,.0f}"
-                          for name, flops in sorted(counts.items(), key=lambda kv: -kv[1]) if flops >= 5e8)
+        parts = ", ".join(
+            f"{MODULE_NAMES.get(name, name)} {flops / 1e9:,.0f}"
+            for name, flops in sorted(counts.items(), key=lambda kv: -kv[1])
+            if flops >= 5e8
+        )
         sps = statistics.median(training_sps(algo, env, total_timesteps, extra) for _ in range(rounds))
         floor = total / rates["float32"]
-        print(f"| {algo} | {total:,.0f} ({parts}) | {floor:.1f} | {total / rates['bfloat16']:.1f} "
-              f"| {total_timesteps / sps:.1f} ({sps:.0f}) | {floor * sps / total_timesteps:.0%} |")
+        print(
+            f"| {algo} | {total:,.0f} ({parts}) | {floor:.1f} | {total / rates['bfloat16']:.1f} "
+            f"| {total_timesteps / sps:.1f} ({sps:.0f}) | {floor * sps / total_timesteps:.0%} |"
+        )
 
 
-UPDATE_FILES = ["ppo", "ppo_poi_replay", "ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress",
-                "ppo_poi_diayn", "ppo_poi_emb"]
+UPDATE_FILES = [
+    "ppo",
+    "ppo_poi_replay",
+    "ppo_poi_disagreement",
+    "ppo_poi_ensemble",
+    "ppo_poi_grad",
+    "ppo_poi_progress",
+    "ppo_poi_diayn",
+    "ppo_poi_emb",
+]
 POI_FIELDS = {  # file: (its ExternalModel's extra arguments, its poi_values' extra arguments), the files' defaults
     "ppo_poi_disagreement": ({}, {"num_samples": 30}),
     "ppo_poi_ensemble": ({"num_members": 5}, {}),
@@ -241,11 +299,20 @@ def poi_measurements(algo: str, env_id: str, model_target: str, num_steps: int, 
     env = OneHotFlatObs(gym.make(env_id))
     data = random_policy_transitions(env, num_steps, seed=0, info_keys=("key_distance",))
     obs, actions = torch.tensor(data["obs"]), torch.tensor(data["actions"])
-    targets = module.model_targets(model_target, obs, torch.tensor(data["next_obs"]), torch.tensor(data["key_distance"]))
+    targets = module.model_targets(
+        model_target, obs, torch.tensor(data["next_obs"]), torch.tensor(data["key_distance"])
+    )
     model_kwargs, poi_kwargs = POI_FIELDS[algo]
     hidden_sizes = (300, 100, 300) if model_target == "forward" else (100, 10)
-    model = module.ExternalModel(obs.shape[1], int(env.action_space.n), model_target, hidden_sizes, 0.5, **model_kwargs,
-                                 columns=view_columns(env_id))  # as the files build it
+    model = module.ExternalModel(
+        obs.shape[1],
+        int(env.action_space.n),
+        model_target,
+        hidden_sizes,
+        0.5,
+        **model_kwargs,
+        columns=view_columns(env_id),
+    )  # as the files build it
     module.train_external_model(model, torch.optim.Adam(model.parameters()), obs, actions, targets, 10, 256)
     distinct = len(torch.unique(model.inputs(obs, actions), dim=0))
     module.poi_values(model, obs, actions, **poi_kwargs)  # warm-up
@@ -260,43 +327,76 @@ def poi_measurements(algo: str, env_id: str, model_target: str, num_steps: int, 
     means, input_means = values.mean(1), values.mean(0)
     input_cv = (values.std(0) / input_means)[input_means > 0].mean().item()
     correlation = statistics.mean(torch.corrcoef(values[i : i + 2])[0, 1].item() for i in range(rounds - 1))
-    return dict(seconds=seconds, distinct=distinct, mean_cv=(means.std() / means.mean()).item(), input_cv=input_cv,
-                correlation=correlation)  # fmt: skip
+    return dict(
+        seconds=seconds,
+        distinct=distinct,
+        mean_cv=(means.std() / means.mean()).item(),
+        input_cv=input_cv,
+        correlation=correlation,
+    )
 
 
 def poi_table(algos: list[str], env_id: str, num_steps: int, rounds: int) -> None:
     print(f"\npoi_values on {num_steps:,} random-policy transitions of {env_id}, one thread, {rounds} rounds\n")
-    print("| file | model | distinct inputs | ms (median) | rounds (ms) | CV of the mean POI | CV of an input's POI "
-          "| correlation between rounds |\n|-|-|-|-|-|-|-|-|")  # fmt: skip
+    print(
+        "| file | model | distinct inputs | ms (median) | rounds (ms) | CV of the mean POI | CV of an input's POI "
+        "| correlation between rounds |\n|-|-|-|-|-|-|-|-|"
+    )
     for algo in algos:
         for model_target in ("forward", "key_distance"):
             m = poi_measurements(algo, env_id, model_target, num_steps, rounds)
             rounds_ms = ", ".join(f"{1000 * s:.0f}" for s in m["seconds"])
-            print(f"| {algo} | {model_target} | {m['distinct']} | {1000 * statistics.median(m['seconds']):.0f} | "
-                  f"{rounds_ms} | {m['mean_cv']:.3f} | {m['input_cv']:.3f} | {m['correlation']:.3f} |")  # fmt: skip
+            print(
+                f"| {algo} | {model_target} | {m['distinct']} | {1000 * statistics.median(m['seconds']):.0f} | "
+                f"{rounds_ms} | {m['mean_cv']:.3f} | {m['input_cv']:.3f} | {m['correlation']:.3f} |"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algos", nargs="*", default=["ppo"], help="algorithm files (names under algos/); none: raw env only")
+    parser.add_argument(
+        "--algos", nargs="*", default=["ppo"], help="algorithm files (names under algos/); none: raw env only"
+    )
     parser.add_argument("--env", default="ColorDoorKey-8x8")
     parser.add_argument("--num-envs", type=int, default=16, help="vector envs, for the raw rate and training")
     parser.add_argument("--total-timesteps", type=int, default=65_536, help="steps of each training run")
     parser.add_argument("--raw-steps", type=int, default=40_000, help="steps of each raw env measurement")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--extra", default="", help="more flags for every training run, one string")
-    parser.add_argument("--vector-envs", nargs="+", default=["minigrid"], choices=["minigrid", "batched"],
-                        help="vector env implementations to measure, raw and in training")
-    parser.add_argument("--compare", nargs="*", default=[], metavar="REF",
-                        help="git revisions whose algorithm files run side by side with this checkout's")
-    parser.add_argument("--variant", action="append", default=[], metavar="FLAGS",
-                        help="a flag set measured as a row of its own beside the defaults, e.g. --variant=--bf16 (repeatable)")
-    parser.add_argument("--update", action="store_true", help="instead: time one PPO minibatch update of each file's agent")
+    parser.add_argument(
+        "--vector-envs",
+        nargs="+",
+        default=["minigrid"],
+        choices=["minigrid", "batched"],
+        help="vector env implementations to measure, raw and in training",
+    )
+    parser.add_argument(
+        "--compare",
+        nargs="*",
+        default=[],
+        metavar="REF",
+        help="git revisions whose algorithm files run side by side with this checkout's",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="FLAGS",
+        help="a flag set measured as a row of its own beside the defaults, e.g. --variant=--bf16 (repeatable)",
+    )
+    parser.add_argument(
+        "--update", action="store_true", help="instead: time one PPO minibatch update of each file's agent"
+    )
     parser.add_argument("--update-batch", type=int, default=512, help="minibatch size (--update)")
     parser.add_argument("--profile", action="store_true", help="instead: profile each algorithm once (cProfile)")
-    parser.add_argument("--poi", action="store_true", help=f"instead: time the POI computation of {', '.join(POI_FIELDS)}")
-    parser.add_argument("--flops", action="store_true",
-                        help="instead: count each file's matrix-product arithmetic in a run against one core's rate")
+    parser.add_argument(
+        "--poi", action="store_true", help=f"instead: time the POI computation of {', '.join(POI_FIELDS)}"
+    )
+    parser.add_argument(
+        "--flops",
+        action="store_true",
+        help="instead: count each file's matrix-product arithmetic in a run against one core's rate",
+    )
     parser.add_argument("--poi-steps", type=int, default=2048, help="transitions the POI is computed on (--poi)")
     args = parser.parse_args()
     try:
@@ -307,10 +407,14 @@ def main() -> None:
         if "batched" in args.vector_envs and not is_color_door_key(env_id):
             raise ValueError(f"the batched env is ColorDoorKey only, got {args.env}")
         if args.rounds < 1 or args.poi_steps < 1 or args.update_batch < 1:
-            raise ValueError(f"--rounds, --poi-steps and --update-batch must be positive, got {args.rounds}, "
-                             f"{args.poi_steps} and {args.update_batch}")  # fmt: skip
+            raise ValueError(
+                f"--rounds, --poi-steps and --update-batch must be positive, got {args.rounds}, "
+                f"{args.poi_steps} and {args.update_batch}"
+            )
         if args.update and set(args.algos) - set(UPDATE_FILES):
-            raise ValueError(f"--update knows {', '.join(UPDATE_FILES)}, got {sorted(set(args.algos) - set(UPDATE_FILES))}")
+            raise ValueError(
+                f"--update knows {', '.join(UPDATE_FILES)}, got {sorted(set(args.algos) - set(UPDATE_FILES))}"
+            )
         for ref in args.compare:
             verify = ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"]
             if subprocess.run(verify, capture_output=True).returncode:
@@ -340,28 +444,41 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as checkouts:
         names = [(f"raw env [{v}]", None, v, ROOT, []) for v in args.vector_envs]
-        runs = [("", ROOT, flags) for flags in ["", *args.variant]]  # the variants on this checkout, the revisions at their defaults
+        runs = [
+            ("", ROOT, flags) for flags in ["", *args.variant]
+        ]  # the variants on this checkout, the revisions at their defaults
         runs += [(f" @{ref}", export_revision(ref, Path(checkouts) / str(i)), "") for i, ref in enumerate(args.compare)]
-        names += [(f"{algo} [{v}]{f' {flags}' if flags else ''}{at}", algo, v, root, flags.split())
-                  for algo in args.algos for v in args.vector_envs for at, root, flags in runs]  # fmt: skip
+        names += [
+            (f"{algo} [{v}]{f' {flags}' if flags else ''}{at}", algo, v, root, flags.split())
+            for algo in args.algos
+            for v in args.vector_envs
+            for at, root, flags in runs
+        ]
         results: dict[str, list[float]] = {name: [] for name, *_ in names}
         for round_ in range(args.rounds):
             for name, algo, vector_env, root, flags in names:
                 if algo is None:
                     value = raw_env_steps_per_second(env_id, args.num_envs, args.raw_steps, vector_env, seed=round_)
                 else:
-                    value = training_sps(algo, args.env, args.total_timesteps, [*extra, "--vector-env", vector_env, *flags],
-                                         root)  # fmt: skip
+                    value = training_sps(
+                        algo, args.env, args.total_timesteps, [*extra, "--vector-env", vector_env, *flags], root
+                    )
                 results[name].append(value)
             print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in results.items()))
 
-    bases = [names[0][0], *[name for name, algo, *_ in names if algo is not None][:1]]  # the raw env, the first training row
+    bases = [
+        names[0][0],
+        *[name for name, algo, *_ in names if algo is not None][:1],
+    ]  # the raw env, the first training row
     print(f"\n{args.env}, {args.num_envs} envs, {args.rounds} rounds, extra flags: {args.extra or '-'}\n")
-    print(f"| what | steps/s (median) | rounds | {' | '.join(f'ratio to {b}' for b in bases)} |\n|-|-|-|{'-|' * len(bases)}")
+    print(
+        f"| what | steps/s (median) | rounds | {' | '.join(f'ratio to {b}' for b in bases)} |\n|-|-|-|{'-|' * len(bases)}"
+    )
     for name, values in results.items():
         median = statistics.median(values)
         ratios = " | ".join(f"{median / statistics.median(results[b]):.2f}" for b in bases)
         print(f"| {name} | {median:.0f} | {', '.join(f'{v:.0f}' for v in values)} | {ratios} |")
+
 
 if __name__ == "__main__":
     main()

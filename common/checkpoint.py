@@ -52,8 +52,9 @@ def save_checkpoint(run_dir: Path, args, stateful: dict, values: dict) -> None:
     file, synced to disk and renamed over the last one, which stays as checkpoint.prev.pt (a
     hard link: checkpoint.pt never goes missing): a crash while writing keeps the last one, and
     a last one that cannot be read (a full disk, a power cut) the one before."""
-    state = {name: obj.state_dict() if hasattr(obj, "state_dict") else obj.get_state()
-             for name, obj in stateful.items()}  # fmt: skip
+    state = {
+        name: obj.state_dict() if hasattr(obj, "state_dict") else obj.get_state() for name, obj in stateful.items()
+    }
     rng = dict(python=random.getstate(), numpy=np.random.get_state(), torch=torch.get_rng_state())
     run_dir = Path(run_dir)
     path, new, previous = run_dir / CHECKPOINT, run_dir / "checkpoint.tmp", run_dir / "checkpoint.prev.tmp"
@@ -87,31 +88,43 @@ def read_checkpoint(args) -> dict:
     run_dir = Path(args.resume)
     path, previous = run_dir / CHECKPOINT, run_dir / PREVIOUS_CHECKPOINT
     if not path.is_file():
-        raise ValueError(f"--resume {args.resume}: no {CHECKPOINT} there (a run writes one every --checkpoint-every "
-                         f"iterations and deletes it when it finishes)")  # fmt: skip
+        raise ValueError(
+            f"--resume {args.resume}: no {CHECKPOINT} there (a run writes one every --checkpoint-every "
+            f"iterations and deletes it when it finishes)"
+        )
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=False)
     except UNREADABLE as error:
         if not previous.is_file():
-            raise ValueError(f"--resume {args.resume}: {CHECKPOINT} cannot be read ({first_line(error)}) and there "
-                             f"is no {PREVIOUS_CHECKPOINT}") from None  # fmt: skip
+            raise ValueError(
+                f"--resume {args.resume}: {CHECKPOINT} cannot be read ({first_line(error)}) and there "
+                f"is no {PREVIOUS_CHECKPOINT}"
+            ) from None
         try:
             checkpoint = torch.load(previous, map_location="cpu", weights_only=False)
         except UNREADABLE as previous_error:
-            raise ValueError(f"--resume {args.resume}: neither {CHECKPOINT} ({first_line(error)}) nor "
-                             f"{PREVIOUS_CHECKPOINT} ({first_line(previous_error)}) can be read") from None  # fmt: skip
-        say(f"warning: {path} cannot be read ({first_line(error)}); resuming from {previous}, the checkpoint before "
-            f"it (step {checkpoint['values']['global_step']})", sys.stderr)  # fmt: skip
+            raise ValueError(
+                f"--resume {args.resume}: neither {CHECKPOINT} ({first_line(error)}) nor "
+                f"{PREVIOUS_CHECKPOINT} ({first_line(previous_error)}) can be read"
+            ) from None
+        say(
+            f"warning: {path} cannot be read ({first_line(error)}); resuming from {previous}, the checkpoint before "
+            f"it (step {checkpoint['values']['global_step']})",
+            sys.stderr,
+        )
     written_by = checkpoint.get("file", algorithm_file(args))  # checkpoints from before the name was kept: not checked
     if written_by != algorithm_file(args):
-        raise ValueError(f"--resume {args.resume}: a run of {written_by}, not of {algorithm_file(args)}: resume it with "
-                         f"{written_by}")  # fmt: skip
+        raise ValueError(
+            f"--resume {args.resume}: a run of {written_by}, not of {algorithm_file(args)}: resume it with {written_by}"
+        )
     saved, defaults = checkpoint["args"], type(args)()
     for field in dataclasses.fields(args):
         given = getattr(args, field.name)
         if field.name != "resume" and given != getattr(defaults, field.name) and given != getattr(saved, field.name):
-            raise ValueError(f"--resume continues a run with its own flags: --{field.name.replace('_', '-')} is "
-                             f"{getattr(saved, field.name)!r} there, {given!r} given")  # fmt: skip
+            raise ValueError(
+                f"--resume continues a run with its own flags: --{field.name.replace('_', '-')} is "
+                f"{getattr(saved, field.name)!r} there, {given!r} given"
+            )
     checkpoint["args"] = dataclasses.replace(saved, resume=args.resume)
     return checkpoint
 
@@ -125,8 +138,10 @@ def restore_checkpoint(checkpoint: dict, stateful: dict, device) -> dict:
             try:
                 obj.load_state_dict(checkpoint["stateful"][name])
             except (KeyError, RuntimeError, ValueError) as error:  # one line, not torch's list of every tensor
-                raise SystemExit(f"error: the checkpoint's {name} does not fit this version of the file (written by "
-                                 f"another?): {str(error).strip().splitlines()[-1].strip()}") from None
+                raise SystemExit(
+                    f"error: the checkpoint's {name} does not fit this version of the file (written by "
+                    f"another?): {str(error).strip().splitlines()[-1].strip()}"
+                ) from None
         else:
             obj.set_state(checkpoint["stateful"][name])
     random.setstate(checkpoint["rng"]["python"])

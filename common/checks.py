@@ -20,8 +20,9 @@ from common.console import say
 INTERVAL = re.compile(r"^([\[(])\s*(-?inf|[-+0-9.e]+)\s*,\s*(-?inf|[-+0-9.e]+)\s*([\])])$")
 
 
-def check_range(args, name: str, low: float = -math.inf, high: float = math.inf, *, low_open: bool = False,
-                high_open: bool = False) -> None:  # fmt: skip
+def check_range(
+    args, name: str, low: float = -math.inf, high: float = math.inf, *, low_open: bool = False, high_open: bool = False
+) -> None:
     """Raise ValueError unless `args.<name>` is a finite number in the interval (open ends as
     given); NaN and infinities fail, whatever the bounds."""
     value = getattr(args, name)
@@ -69,5 +70,8 @@ def note_whole_batches(total_timesteps: int, batch_size: int) -> None:
     when --total-timesteps is not a whole number of them."""
     if total_timesteps % batch_size:
         iterations = total_timesteps // batch_size
-        say(f"note: --total-timesteps {total_timesteps} is not a whole number of batches of {batch_size}: the run "
-            f"takes {iterations * batch_size} steps ({iterations} iterations)", sys.stderr)
+        say(
+            f"note: --total-timesteps {total_timesteps} is not a whole number of batches of {batch_size}: the run "
+            f"takes {iterations * batch_size} steps ({iterations} iterations)",
+            sys.stderr,
+        )

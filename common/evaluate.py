@@ -88,8 +88,14 @@ def observation_transform(meta: dict):
     return lambda obs: np.clip((obs - mean) / std, -norm["clip"], norm["clip"]).astype(np.float32)
 
 
-def evaluate(run_dir: Path, episodes: int, deterministic: bool = False, seed: int = 0, video: bool = False,
-             key_color: str | None = None) -> dict:  # fmt: skip
+def evaluate(
+    run_dir: Path,
+    episodes: int,
+    deterministic: bool = False,
+    seed: int = 0,
+    video: bool = False,
+    key_color: str | None = None,
+) -> dict:
     """Run the saved policy for `episodes` episodes (env seeds seed, seed+1, ...); returns the
     returns and lengths of the episodes and their means and stds."""
     run_dir = Path(run_dir)
@@ -116,8 +122,14 @@ def evaluate(run_dir: Path, episodes: int, deterministic: bool = False, seed: in
         returns.append(total)
         lengths.append(length)
     env.close()
-    return dict(episodes=episodes, return_mean=float(np.mean(returns)), return_std=float(np.std(returns)),
-                length_mean=float(np.mean(lengths)), returns=returns, lengths=lengths)  # fmt: skip
+    return dict(
+        episodes=episodes,
+        return_mean=float(np.mean(returns)),
+        return_std=float(np.std(returns)),
+        length_mean=float(np.mean(lengths)),
+        returns=returns,
+        lengths=lengths,
+    )
 
 
 def draw_noise(meta: dict, generator: torch.Generator) -> torch.Tensor:
@@ -143,12 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", help="a run folder written with --save-model")
     parser.add_argument("--episodes", type=int, default=10, help="episodes to run (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the first episode's env and of the noise (default: %(default)s)")
-    parser.add_argument("--deterministic", action="store_true",
-                        help="the likeliest action (discrete) or the mean (continuous)")
-    parser.add_argument("--key-color", default=None,
-                        help="ColorDoorKey's correct key colour (default: the run's last phase)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the first episode's env and of the noise (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--deterministic", action="store_true", help="the likeliest action (discrete) or the mean (continuous)"
+    )
+    parser.add_argument(
+        "--key-color", default=None, help="ColorDoorKey's correct key colour (default: the run's last phase)"
+    )
     parser.add_argument("--video", action="store_true", help="record every episode into <run_dir>/eval_videos")
     parser.add_argument("--json", default=None, help="also write the result (with each episode's return) to this file")
     args = parser.parse_args(argv)
@@ -159,8 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         if not run_dir.is_dir():
             raise ValueError(f"no run folder {run_dir}")
         if not (run_dir / POLICY).is_file() or not (run_dir / POLICY_META).is_file():
-            raise ValueError(f"no {POLICY} and {POLICY_META} in {run_dir}: "
-                             "run the algorithm with --save-model to the end")
+            raise ValueError(
+                f"no {POLICY} and {POLICY_META} in {run_dir}: run the algorithm with --save-model to the end"
+            )
         meta = json.loads((run_dir / POLICY_META).read_text())
         if args.key_color is not None and meta.get("correct_key_color") is None:
             raise ValueError("--key-color needs a ColorDoorKey run")
@@ -168,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(f"{run_dir}: {result['episodes']} episodes, return {result['return_mean']:.3f} +- {result['return_std']:.3f}, "
-          f"length {result['length_mean']:.1f}")  # fmt: skip
+    print(
+        f"{run_dir}: {result['episodes']} episodes, return {result['return_mean']:.3f} +- {result['return_std']:.3f}, "
+        f"length {result['length_mean']:.1f}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     return 0

@@ -58,8 +58,14 @@ def resampled_iqms(values: np.ndarray, reps: int, rng: np.random.Generator) -> n
     return iqm(values[rng.integers(len(values), size=(reps, len(values)))], axis=1)
 
 
-def against_frontier(frontier_runs: dict[str, tuple[np.ndarray, np.ndarray]], arm: tuple[np.ndarray, np.ndarray],
-                     log: bool = False, reps: int = 5000, seed: int = 0, levels: tuple[float, ...] = (0.95,)) -> dict:  # fmt: skip
+def against_frontier(
+    frontier_runs: dict[str, tuple[np.ndarray, np.ndarray]],
+    arm: tuple[np.ndarray, np.ndarray],
+    log: bool = False,
+    reps: int = 5000,
+    seed: int = 0,
+    levels: tuple[float, ...] = (0.95,),
+) -> dict:
     """An arm against the frontier of the non-interest arms. `frontier_runs`: per arm, its runs' (x, y);
     `arm`: the judged arm's runs' (x, y). Returns x, y, F(x), the ratio and, per CI level, its
     percentile interval in `cis` (resamples where F is nan, the arm below the frontier's range, count as
@@ -81,8 +87,13 @@ def against_frontier(frontier_runs: dict[str, tuple[np.ndarray, np.ndarray]], ar
     for r in range(reps):
         fr = frontier_at([(px[r], py[r]) for px, py in resampled], arm_x[r])
         ratios[r] = math.inf if math.isnan(fr) else compare(arm_y[r], fr, log)
-    out = {"x": x, "y": y, "frontier": f, "ratio": compare(y, f, log) if not math.isnan(f) else math.nan,
-           "not_judged_share": float(np.mean(np.isinf(ratios)))}  # fmt: skip
+    out = {
+        "x": x,
+        "y": y,
+        "frontier": f,
+        "ratio": compare(y, f, log) if not math.isnan(f) else math.nan,
+        "not_judged_share": float(np.mean(np.isinf(ratios))),
+    }
     out["cis"] = {}
     for level in levels:
         tail = 100 * (1 - level) / 2
@@ -91,8 +102,9 @@ def against_frontier(frontier_runs: dict[str, tuple[np.ndarray, np.ndarray]], ar
     return out
 
 
-def versus(values: np.ndarray, base: np.ndarray, log: bool = False, reps: int = 5000, seed: int = 0,
-           level: float = 0.95) -> tuple[float, float, float]:  # fmt: skip
+def versus(
+    values: np.ndarray, base: np.ndarray, log: bool = False, reps: int = 5000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float]:
     """A method's IQM against a baseline's: their ratio (steps), or 10^(difference) (log10 losses), with a
     percentile interval that resamples the runs of both (the baseline's IQM is an estimate too)."""
     values, base = np.asarray(values, float).ravel(), np.asarray(base, float).ravel()

@@ -36,8 +36,15 @@ def random_policy_transitions(env: gym.Env, num_steps: int, seed: int, info_keys
     return {key: np.asarray(value) for key, value in rows.items()}
 
 
-def random_policy_layouts(env_id: str, num_layouts: int, episode_steps: int, seed: int, correct_key_color: str | None,
-                          info_keys: tuple[str, ...] = (), keep=None) -> dict:  # fmt: skip
+def random_policy_layouts(
+    env_id: str,
+    num_layouts: int,
+    episode_steps: int,
+    seed: int,
+    correct_key_color: str | None,
+    info_keys: tuple[str, ...] = (),
+    keep=None,
+) -> dict:
     """`num_layouts` worlds (seeded `seed + i`), each rolled by a uniformly random policy for
     `episode_steps` steps, its episode cut there (a world that reaches the goal earlier goes
     on in a new layout). Returns `obs`, `actions`, `next_obs` (true next observations) and the
@@ -87,8 +94,16 @@ def changed_share(target: str, obs, actions, colors: list[str], phase: int) -> f
     return float(target_changed(target, obs, actions.reshape(-1).cpu().numpy(), old, new).mean())
 
 
-def heldout_set(env_id: str, colors: list[str], phase: int, target: str, num_steps: int, episode_steps: int,
-                min_changed: int = 0, seed: int = HELDOUT_SEED) -> tuple[dict, dict]:  # fmt: skip
+def heldout_set(
+    env_id: str,
+    colors: list[str],
+    phase: int,
+    target: str,
+    num_steps: int,
+    episode_steps: int,
+    min_changed: int = 0,
+    seed: int = HELDOUT_SEED,
+) -> tuple[dict, dict]:
     """The external model's held-out sets of `phase`, drawn from `seed` whatever the run's seed
     (the same layouts and actions in every phase, run and method).
 
@@ -161,8 +176,18 @@ class HeldoutEval:
     targets, `external_model/eval_loss_changed` and the rollout's (`obs`, `actions`)
     `external_model/rollout_changed_share`. It draws nothing from any random generator."""
 
-    def __init__(self, model, model_targets, env_id: str, colors: list[str], target: str, num_steps: int,
-                 episode_steps: int, min_changed: int, device):  # fmt: skip
+    def __init__(
+        self,
+        model,
+        model_targets,
+        env_id: str,
+        colors: list[str],
+        target: str,
+        num_steps: int,
+        episode_steps: int,
+        min_changed: int,
+        device,
+    ):
         self.model, self.model_targets, self.device = model, model_targets, device
         self.env_id, self.colors, self.target = env_id, colors, target
         self.num_steps, self.episode_steps, self.min_changed = num_steps, episode_steps, min_changed
@@ -171,15 +196,26 @@ class HeldoutEval:
     @classmethod
     def for_run(cls, model, model_targets, env_id: str, args, device) -> "HeldoutEval":
         """The evaluation of a run of an algorithm file: its phases' colours, model target and `--eval-*` flags."""
-        return cls(model, model_targets, env_id, list(args.correct_key_colors), args.model_target, args.eval_steps,
-                   args.eval_episode_steps, args.eval_changed_min, device)  # fmt: skip
+        return cls(
+            model,
+            model_targets,
+            env_id,
+            list(args.correct_key_colors),
+            args.model_target,
+            args.eval_steps,
+            args.eval_episode_steps,
+            args.eval_changed_min,
+            device,
+        )
 
     def load(self, phase: int) -> dict:
         """`phase`'s sets; returns the whole one (`heldout_tensors`)."""
-        sets = heldout_set(self.env_id, self.colors, phase, self.target, self.num_steps, self.episode_steps,
-                           self.min_changed)  # fmt: skip
-        self.all, self.changed = [heldout_tensors(self.model, data, self.target, self.model_targets, self.device)
-                                  for data in sets]  # fmt: skip
+        sets = heldout_set(
+            self.env_id, self.colors, phase, self.target, self.num_steps, self.episode_steps, self.min_changed
+        )
+        self.all, self.changed = [
+            heldout_tensors(self.model, data, self.target, self.model_targets, self.device) for data in sets
+        ]
         self.phase = phase
         return self.all
 

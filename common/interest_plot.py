@@ -25,9 +25,12 @@ from common.analyze import find_runs
 from common.learning_summary import phase_starts
 from common.tb import read_scalars
 
-QUANTITIES = {"poi/mean": "interest, rollout", "poi/eval_mean": "interest, held-out set",
-              "external_model/train_loss": "model loss, own data",
-              "external_model/eval_loss_changed": "model loss, changed views"}  # fmt: skip
+QUANTITIES = {
+    "poi/mean": "interest, rollout",
+    "poi/eval_mean": "interest, held-out set",
+    "external_model/train_loss": "model loss, own data",
+    "external_model/eval_loss_changed": "model loss, changed views",
+}
 
 
 def relative_curves(scalars: dict, grid: np.ndarray, before: int) -> dict[str, np.ndarray]:
@@ -50,10 +53,14 @@ def relative_curves(scalars: dict, grid: np.ndarray, before: int) -> dict[str, n
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=Path, help="sweep folders or folders of run folders")
-    parser.add_argument("--out", type=Path, required=True, help="the figure (.png); the medians go to the same name .json")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="the figure (.png); the medians go to the same name .json"
+    )
     parser.add_argument("--before", type=int, default=50_000, help="steps before the change: the reference level")
     parser.add_argument("--after", type=int, default=300_000, help="steps after the change to plot")
-    parser.add_argument("--methods", nargs="+", default=None, help="only these methods (default: all that log poi/mean)")
+    parser.add_argument(
+        "--methods", nargs="+", default=None, help="only these methods (default: all that log poi/mean)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.before <= 0 or args.after <= 0:

@@ -65,8 +65,9 @@ def steps_below(evals: list[tuple[int, float]], start: int, end: float, threshol
     return math.nan
 
 
-def summarize(run_dir: Path, threshold: float, window: int, tail: int, tolerance: float = 0.1,
-              eval_threshold: float | None = None) -> dict:  # fmt: skip
+def summarize(
+    run_dir: Path, threshold: float, window: int, tail: int, tolerance: float = 0.1, eval_threshold: float | None = None
+) -> dict:
     scalars = read_scalars(run_dir)
     if "charts/episodic_return" not in scalars:
         raise ValueError(f"{run_dir} has no charts/episodic_return")
@@ -100,8 +101,12 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=100, help="episodes in the moving mean of the return")
     parser.add_argument("--tail", type=int, default=5, help="evaluations averaged before the change and at the end")
     parser.add_argument("--tolerance", type=float, default=0.1, help="relative margin of a recovered eval loss")
-    parser.add_argument("--eval-threshold", type=float, default=None,
-                        help="also: steps from each phase start until the moving eval loss is at most this")  # fmt: skip
+    parser.add_argument(
+        "--eval-threshold",
+        type=float,
+        default=None,
+        help="also: steps from each phase start until the moving eval loss is at most this",
+    )
     args = parser.parse_args()
     rows = []
     for run_dir in args.run_dirs:
@@ -115,17 +120,21 @@ def main() -> None:
         env, exp_name = row["run"].split("__")[:2]
         groups.setdefault(f"{env}__{exp_name}", []).append(row)
     print()
-    print_table([
-        {"runs": f"{name} ({len(members)} seeds)"}
-        | {key: median_of_finite([m.get(key, math.nan) for m in members]) for key in members[0] if key != "run"}
-        for name, members in groups.items()
-    ])  # fmt: skip
+    print_table(
+        [
+            {"runs": f"{name} ({len(members)} seeds)"}
+            | {key: median_of_finite([m.get(key, math.nan) for m in members]) for key in members[0] if key != "run"}
+            for name, members in groups.items()
+        ]
+    )
 
 
 def median_of_finite(values: list[float]) -> str:
     """Median over the seeds where the value exists (a phase solved, a loss recovered), with their count."""
     finite = [v for v in values if np.isfinite(v)]
-    median = "-" if not finite else f"{np.median(finite):,.0f}" if np.median(finite) >= 1000 else f"{np.median(finite):.4g}"
+    median = (
+        "-" if not finite else f"{np.median(finite):,.0f}" if np.median(finite) >= 1000 else f"{np.median(finite):.4g}"
+    )
     return f"{median} ({len(finite)}/{len(values)})"
 
 
@@ -134,10 +143,13 @@ def print_table(rows: list[dict]) -> None:
     print("| " + " | ".join(columns) + " |\n|" + "-|" * len(columns))
     for row in rows:
         cells = [
-            f"{row[c]:,.0f}" if isinstance(row.get(c), float) and c.startswith(("solved", "eval_recovery", "eval_below"))
-            else f"{row[c]:.4g}" if isinstance(row.get(c), float) else str(row.get(c, ""))
+            f"{row[c]:,.0f}"
+            if isinstance(row.get(c), float) and c.startswith(("solved", "eval_recovery", "eval_below"))
+            else f"{row[c]:.4g}"
+            if isinstance(row.get(c), float)
+            else str(row.get(c, ""))
             for c in columns
-        ]  # fmt: skip
+        ]
         print("| " + " | ".join(cells) + " |")
 
 

@@ -94,8 +94,10 @@ def lock_folder(folder: Path) -> None:
         lock.seek(0)
         holder = lock.read().strip() or "?"
         lock.close()
-        raise SystemExit(f"error: {folder} is in use by another process (pid {holder} holds {folder / LOCK}); "
-                         f"wait for it to end or stop it first") from None  # fmt: skip
+        raise SystemExit(
+            f"error: {folder} is in use by another process (pid {holder} holds {folder / LOCK}); "
+            f"wait for it to end or stop it first"
+        ) from None
     lock.truncate(0)
     lock.write(f"{os.getpid()}\n")
     lock.flush()
@@ -219,7 +221,9 @@ class Run(contextlib.ExitStack):
     def __init__(self, args, checkpoint: dict | None):
         super().__init__()
         self.args = args
-        self.dir = Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
+        self.dir = (
+            Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
+        )
         self.global_step = checkpoint["values"]["global_step"] if checkpoint else 0
         self.start_step, self.start_time = self.global_step, time.time()
         open_run_dir(self.dir)  # before anything is written into it
@@ -230,8 +234,15 @@ class Run(contextlib.ExitStack):
                 import wandb
             except ImportError:
                 sys.exit("error: --track needs wandb: pip install wandb")
-            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True,
-                       config=vars(args), name=self.dir.name, monitor_gym=True, save_code=True)  # fmt: skip
+            wandb.init(
+                project=args.wandb_project_name,
+                entity=args.wandb_entity,
+                sync_tensorboard=True,
+                config=vars(args),
+                name=self.dir.name,
+                monitor_gym=True,
+                save_code=True,
+            )
         purge_step = self.global_step + 1 if checkpoint else None
         self.writer = SummaryWriter(str(self.dir), flush_secs=30, purge_step=purge_step)
         self.callback(self.writer.close)  # closed last
@@ -247,8 +258,10 @@ class Run(contextlib.ExitStack):
         if error is None:
             mark_finished(self.dir, self.global_step, time.time() - self.start_time)
         elif isinstance(error, NonFinite):  # stopped before the update that would have used it
-            sys.exit(f"error: {error} in the iteration after global step {self.global_step}; "
-                     f"{self.dir} keeps everything logged before it")  # fmt: skip
+            sys.exit(
+                f"error: {error} in the iteration after global step {self.global_step}; "
+                f"{self.dir} keeps everything logged before it"
+            )
         elif isinstance(error, (KeyboardInterrupt, Terminated)):  # no traceback: one line, exit 130 or 143
             sys.exit(interrupted(self.dir, error))
         return False  # any other error goes on, with its traceback

@@ -24,8 +24,10 @@ from common.tb import read_scalars
 
 ROOT = Path(__file__).resolve().parents[1]
 IGNORED = ("charts/SPS",)
-DEFAULT_FLAGS = ("--env ColorDoorKey-6x6 --seed 4 --total-timesteps 20480 --change-steps 10240 "
-                 "--model-target key_distance --eval-every 2")  # fmt: skip
+DEFAULT_FLAGS = (
+    "--env ColorDoorKey-6x6 --seed 4 --total-timesteps 20480 --change-steps 10240 "
+    "--model-target key_distance --eval-every 2"
+)
 OWN_FLAGS = {  # the continuous files on their own default env (no key colour to change); SAC learns from step 1,000
     "ppo_continuous_poi_ensemble": "--seed 4 --total-timesteps 2048",
     "sac_forward_model": "--seed 4 --total-timesteps 2048 --learning-starts 1000",
@@ -65,16 +67,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", required=True, help="the git revision to compare this checkout with")
     parser.add_argument("--algos", nargs="+", required=True, help="algorithm files with their own flags, or `all`")
-    parser.add_argument("--extra", default=None,
-                        help=f"flags of every run (default: discrete files {DEFAULT_FLAGS!r}, continuous {OWN_FLAGS})")  # fmt: skip
+    parser.add_argument(
+        "--extra",
+        default=None,
+        help=f"flags of every run (default: discrete files {DEFAULT_FLAGS!r}, continuous {OWN_FLAGS})",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    specs = sorted(p.stem for p in (ROOT / "algos").glob("*.py") if p.stem != "__init__") if args.algos == ["all"] else args.algos
-    check = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{args.against}^{{commit}}"],
-                           capture_output=True)  # fmt: skip
+    specs = (
+        sorted(p.stem for p in (ROOT / "algos").glob("*.py") if p.stem != "__init__")
+        if args.algos == ["all"]
+        else args.algos
+    )
+    check = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{args.against}^{{commit}}"], capture_output=True
+    )
     if check.returncode:
         print(f"error: --against {args.against} is not a revision of the git repository at {ROOT}", file=sys.stderr)
         return 2
@@ -91,8 +101,15 @@ def main(argv: list[str] | None = None) -> int:
                 difference = str(error)
             differ += difference is not None
             points = sum(len(s) for s in here.values()) if difference is None else 0
-            print(f"{spec}: " + (f"the same ({len(here)} tags, {points} points)" if difference is None else f"DIFFERENT: {difference}"),
-                  flush=True)  # fmt: skip
+            print(
+                f"{spec}: "
+                + (
+                    f"the same ({len(here)} tags, {points} points)"
+                    if difference is None
+                    else f"DIFFERENT: {difference}"
+                ),
+                flush=True,
+            )
     print(f"{len(specs) - differ} of {len(specs)} the same as {args.against}")
     return 1 if differ else 0
 

@@ -26,8 +26,13 @@ import numpy as np
 from common.learning_summary import phase_starts, steps_to_return
 
 RETURN, LENGTH = "charts/episodic_return", "charts/episodic_length"
-SERIES_TAGS = ("charts/phase", "external_model/train_loss", "external_model/eval_loss",
-               "external_model/eval_loss_changed", "losses/entropy")  # fmt: skip
+SERIES_TAGS = (
+    "charts/phase",
+    "external_model/train_loss",
+    "external_model/eval_loss",
+    "external_model/eval_loss_changed",
+    "losses/entropy",
+)
 BIN = 2000  # global steps per bin of episodes: a window is cut to the whole bins inside it (window_mean)
 LAST_EPISODES, SOLVED = 100, 0.8
 
@@ -66,8 +71,13 @@ def episode_summary(scalars: dict) -> list[dict]:
     for start, end in zip(starts, starts[1:] + [last + 1]):
         inside = [value for step, value in returns if start <= step < end][-LAST_EPISODES:]
         solved = steps_to_return(returns, start, end, SOLVED, LAST_EPISODES)
-        summary.append({"start": start, "last_100_episodes": float(np.mean(inside)) if inside else None,
-                        "solved_at": None if math.isnan(solved) else start + solved})  # fmt: skip
+        summary.append(
+            {
+                "start": start,
+                "last_100_episodes": float(np.mean(inside)) if inside else None,
+                "solved_at": None if math.isnan(solved) else start + solved,
+            }
+        )
     return summary
 
 
@@ -87,8 +97,10 @@ def encode(scalars: dict) -> dict:
 
 def decode(tags: dict) -> dict:
     """`encode`'s tags back to {tag: [(step, value)]}, each value the float32 TensorBoard holds."""
-    return {tag: list(zip(steps, np.asarray(values, dtype=np.float32).astype(float).tolist()))
-            for tag, (steps, values) in tags.items()}  # fmt: skip
+    return {
+        tag: list(zip(steps, np.asarray(values, dtype=np.float32).astype(float).tolist()))
+        for tag, (steps, values) in tags.items()
+    }
 
 
 def record(run, scalars: dict) -> dict:
@@ -103,8 +115,17 @@ def record(run, scalars: dict) -> dict:
     else:
         episodes, phases = run.episodes, run.summary
     tags = encode(scalars)
-    return {"run": run.path.name, "env": run.env, "method": run.method, "seed": run.seed, "finished": run.finished,
-            "tags": tags, "scalars": decode(tags), "episodes": episodes, "phases": phases}  # fmt: skip
+    return {
+        "run": run.path.name,
+        "env": run.env,
+        "method": run.method,
+        "seed": run.seed,
+        "finished": run.finished,
+        "tags": tags,
+        "scalars": decode(tags),
+        "episodes": episodes,
+        "phases": phases,
+    }
 
 
 def write(records: list[dict], path: Path) -> None:
@@ -143,8 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     write(records, args.out)
     for note in notes:
         print(f"note: {note}")
-    print(f"wrote {args.out}: {len(records)} finished runs ({len(runs) - len(records)} unfinished left out), "
-          f"{args.out.stat().st_size / 1024:.0f} KiB")  # fmt: skip
+    print(
+        f"wrote {args.out}: {len(records)} finished runs ({len(runs) - len(records)} unfinished left out), "
+        f"{args.out.stat().st_size / 1024:.0f} KiB"
+    )
     return 0
 
 

@@ -81,8 +81,20 @@ def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[s
     for seed in seeds:
         for env in envs:
             for label, path, own_args in resolved:
-                command = (sys.executable, str(path), "--env", env, "--seed", str(seed),
-                           "--runs-dir", str(out / "runs"), "--exp-name", label, *own_args, *extra)
+                command = (
+                    sys.executable,
+                    str(path),
+                    "--env",
+                    env,
+                    "--seed",
+                    str(seed),
+                    "--runs-dir",
+                    str(out / "runs"),
+                    "--exp-name",
+                    label,
+                    *own_args,
+                    *extra,
+                )
                 runs.append(Run(label, env, seed, command))
     keys = [run.key for run in runs]
     if len(set(keys)) != len(keys):
@@ -120,8 +132,13 @@ def done_in_series(paths: list[Path]) -> dict[str, str]:
     return done
 
 
-def execute(command: tuple[str, ...], log_path: str, timeout: float | None, stop: threading.Event | None = None,
-            grace: float = 30.0) -> tuple[int | None, float]:  # fmt: skip
+def execute(
+    command: tuple[str, ...],
+    log_path: str,
+    timeout: float | None,
+    stop: threading.Event | None = None,
+    grace: float = 30.0,
+) -> tuple[int | None, float]:
     """Run one command with one thread for its numerics, output appended to `log_path`;
     returns (exit code, seconds). A run over `timeout`, or running when `stop` is set (the
     sweep was interrupted), gets SIGTERM (it writes its checkpoint, closes its logs and exits
@@ -135,11 +152,14 @@ def execute(command: tuple[str, ...], log_path: str, timeout: float | None, stop
         log.write(f"$ {shlex.join(command)}\n")
         log.flush()
         # a session of its own: a Ctrl-C in the terminal reaches the sweep alone, which stops the run once
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-                                   start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT, start_new_session=True
+        )
         while process.poll() is None:
             if stop is not None and stop.is_set() or timeout is not None and time.time() - start > timeout:
-                reason = "the sweep was interrupted" if stop is not None and stop.is_set() else f"--run-timeout {timeout} s"
+                reason = (
+                    "the sweep was interrupted" if stop is not None and stop.is_set() else f"--run-timeout {timeout} s"
+                )
                 process.terminate()
                 try:
                     process.wait(timeout=grace)
@@ -170,8 +190,10 @@ class Progress:
             eta_text = time.strftime("%H:%M:%S", time.gmtime(eta))
         else:
             eta_text = "-"
-        return (f"[sweep] done {self.done + self.skipped}/{self.total} (skipped {self.skipped}) | "
-                f"running {self.running} | failed {self.failed} | ETA {eta_text}")
+        return (
+            f"[sweep] done {self.done + self.skipped}/{self.total} (skipped {self.skipped}) | "
+            f"running {self.running} | failed {self.failed} | ETA {eta_text}"
+        )
 
 
 def record(run: Run, code: int, seconds: float, out: Path, progress: Progress) -> None:
@@ -185,11 +207,17 @@ def record(run: Run, code: int, seconds: float, out: Path, progress: Progress) -
     else:
         progress.failed += 1
         tail = log_tail(log_path)
-        failed_path.write_text(json.dumps({"exit_code": code, "seconds": round(seconds, 1),
-                                           "command": shlex.join(run.command), "log_tail": tail}, indent=2))
+        failed_path.write_text(
+            json.dumps(
+                {"exit_code": code, "seconds": round(seconds, 1), "command": shlex.join(run.command), "log_tail": tail},
+                indent=2,
+            )
+        )
         then = "resumes from its checkpoint" if resumable_run_dir(run, out) else "starts over"
-        print(f"[sweep] FAILED {run.key} (exit code {code}; {then} on the next start); log {log_path}:\n{tail}",
-              flush=True)  # fmt: skip
+        print(
+            f"[sweep] FAILED {run.key} (exit code {code}; {then} on the next start); log {log_path}:\n{tail}",
+            flush=True,
+        )
     print(progress.line(), flush=True)
 
 
@@ -198,8 +226,9 @@ def run_local(todo: list[Run], out: Path, workers: int, timeout: float | None, p
     do not start, running ones are stopped (recorded as failed, so a re-run resumes them)."""
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=workers)
-    pending = {pool.submit(execute, run.command, str(out / "logs" / f"{run.key}.log"), timeout, stop): run
-               for run in todo}  # fmt: skip
+    pending = {
+        pool.submit(execute, run.command, str(out / "logs" / f"{run.key}.log"), timeout, stop): run for run in todo
+    }
     progress.running = min(workers, len(todo))
     print(progress.line(), flush=True)
     try:
@@ -217,14 +246,18 @@ def run_local(todo: list[Run], out: Path, workers: int, timeout: float | None, p
         for run, code, seconds in stopped:
             if code is not None:
                 record(run, code, seconds, out, progress)
-        print(f"[sweep] stopped: {sum(code is not None for _, code, _ in stopped)} running run(s) stopped and recorded, "
-              f"the queued ones not started; start the sweep again to go on", flush=True)  # fmt: skip
+        print(
+            f"[sweep] stopped: {sum(code is not None for _, code, _ in stopped)} running run(s) stopped and recorded, "
+            f"the queued ones not started; start the sweep again to go on",
+            flush=True,
+        )
         raise SystemExit(143 if isinstance(interruption, Terminated) else 130) from None
     pool.shutdown()
 
 
-def run_ray(todo: list[Run], out: Path, address: str | None, workers: int, timeout: float | None,
-            progress: Progress) -> None:
+def run_ray(
+    todo: list[Run], out: Path, address: str | None, workers: int, timeout: float | None, progress: Progress
+) -> None:
     import ray
 
     if address:
@@ -264,8 +297,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=os.cpu_count(), help="parallel runs (local; local Ray)")
     parser.add_argument("--ray-address", default=None, help="address of a running Ray cluster (default: start one)")
     parser.add_argument("--run-timeout", type=float, default=None, help="seconds after which a run is killed")
-    parser.add_argument("--done", nargs="+", type=Path, default=[],
-                        help="series files (common.series) whose finished runs are not run again")  # fmt: skip
+    parser.add_argument(
+        "--done",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="series files (common.series) whose finished runs are not run again",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the commands and exit")
     return parser.parse_args(argv)
 
@@ -295,8 +333,13 @@ def main(argv: list[str] | None = None) -> int:
     lock_folder(out)  # one sweep at a time in a folder: two would start the same runs twice
     (out / "logs").mkdir(parents=True, exist_ok=True)
     (out / "runs").mkdir(exist_ok=True)
-    manifest = {"algos": args.algos, "envs": args.envs, "seeds": args.seeds, "extra": args.extra,
-                "runs": [asdict(run) | {"key": run.key} for run in runs]}
+    manifest = {
+        "algos": args.algos,
+        "envs": args.envs,
+        "seeds": args.seeds,
+        "extra": args.extra,
+        "runs": [asdict(run) | {"key": run.key} for run in runs],
+    }
     (out / "sweep.json").write_text(json.dumps(manifest, indent=2))
 
     finished = {run: done.get(run.key) or finished_run_dir(run, out) for run in runs}

@@ -103,8 +103,9 @@ def view_columns(env_id: str) -> np.ndarray | None:
     return (np.arange(cells)[:, None] * NUM_CHANNELS + np.array(channels)).ravel()
 
 
-def check_phase_schedule(change_steps: list[int], colors: list[str], total_timesteps: int,
-                         keys: tuple[str, ...] | None = None) -> None:  # fmt: skip
+def check_phase_schedule(
+    change_steps: list[int], colors: list[str], total_timesteps: int, keys: tuple[str, ...] | None = None
+) -> None:
     """Raise ValueError unless `colors` gives one known colour per phase (one of `keys`, the
     env's key colours, when given) and `change_steps` are strictly increasing global steps
     inside (0, total_timesteps)."""
@@ -144,7 +145,9 @@ def make_vector_env(env_id: str, num_envs: int, kind: str, capture_video: bool =
 
         return thunk
 
-    return gym.vector.SyncVectorEnv([make(i) for i in range(num_envs)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.vector.SyncVectorEnv(
+        [make(i) for i in range(num_envs)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
 
 
 def true_next_obs(next_obs, infos, done):

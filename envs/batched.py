@@ -256,9 +256,10 @@ class BatchedColorDoorKey(gym.vector.VectorEnv):
         for i in done:
             final_obs[i] = obs[i].copy()
         episode = {
-            "r": np.where(mask, self.episode_return, 0.0), "l": np.where(mask, self.steps, 0),
+            "r": np.where(mask, self.episode_return, 0.0),
+            "l": np.where(mask, self.steps, 0),
             "t": np.where(mask, np.round(now - self.episode_start, 6), 0.0),
-        }  # fmt: skip
+        }
         final_info = {key: np.where(mask, value, 0) for key, value in info.items()}
         final_info = with_masks(final_info, self.num_envs, mask)
         final_info["episode"] = with_masks(episode, self.num_envs, mask)

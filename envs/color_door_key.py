@@ -103,9 +103,7 @@ class ColorDoorKeyEnv(MiniGridEnv):
         self.grid.vert_wall(split, 0)
         self.place_agent(size=(split, height))
         self.put_obj(
-            ColorLockedDoor(self.door_color, key_color=self.correct_key_color),
-            split,
-            self._rand_int(1, height - 2),
+            ColorLockedDoor(self.door_color, key_color=self.correct_key_color), split, self._rand_int(1, height - 2)
         )
         for color in self.key_colors:
             self.place_obj(Key(color), top=(0, 0), size=(split, height))

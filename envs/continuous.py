@@ -39,7 +39,9 @@ def check_continuous_env(env_id: str) -> None:
     space = env.action_space
     env.close()
     if not isinstance(space, gym.spaces.Box):
-        raise ValueError(f"{env_id} has a {type(space).__name__} action space; this file needs continuous (Box) actions")
+        raise ValueError(
+            f"{env_id} has a {type(space).__name__} action space; this file needs continuous (Box) actions"
+        )
 
 
 def make_continuous_env(env_id: str, **kwargs) -> gym.Env:

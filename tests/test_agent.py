@@ -5,8 +5,14 @@ import importlib
 import pytest
 import torch
 
-INTRINSIC_FILES = ["ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_diayn",
-                   "ppo_poi_emb"]
+INTRINSIC_FILES = [
+    "ppo_poi_disagreement",
+    "ppo_poi_ensemble",
+    "ppo_poi_grad",
+    "ppo_poi_progress",
+    "ppo_poi_diayn",
+    "ppo_poi_emb",
+]
 FILES = ["ppo", "ppo_poi_replay", *INTRINSIC_FILES]
 
 
@@ -56,7 +62,9 @@ def test_bf16_update_close_to_float32_and_weights_stay_float32(name):
         assert value16.dtype == torch.float32
         assert (value16 - value32).abs().max() < 0.05 * value32.abs().max() + 1e-3
     (logprob16.mean() + sum(v.mean() for v in out16[3:])).backward()
-    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in bf16.parameters() if p.grad is not None)
+    assert all(
+        p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in bf16.parameters() if p.grad is not None
+    )
 
 
 @pytest.mark.parametrize("name", [*INTRINSIC_FILES, "ppo_poi_policy", "ppo_continuous_poi_ensemble"])

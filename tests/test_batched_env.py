@@ -46,7 +46,10 @@ def assert_same_step(ref_out, out):
 @pytest.mark.parametrize("size, num_envs, max_steps, steps", [(6, 16, 12, 1500), (8, 16, 20, 1500), (16, 8, 30, 1000)])
 def test_random_episodes_match_minigrid(size, num_envs, max_steps, steps):
     """Short step limits end episodes often: thousands of episodes, each a fresh layout."""
-    ref, batched = minigrid_vector(num_envs, size, max_steps=max_steps), BatchedColorDoorKey(num_envs, size, max_steps=max_steps)
+    ref, batched = (
+        minigrid_vector(num_envs, size, max_steps=max_steps),
+        BatchedColorDoorKey(num_envs, size, max_steps=max_steps),
+    )
     ref_obs, ref_info = ref.reset(seed=size)
     obs, info = batched.reset(seed=size)
     np.testing.assert_array_equal(obs, ref_obs)
@@ -180,7 +183,9 @@ def test_wrong_key_leaves_the_door_locked_in_both():
     ref.reset(seed=7)
     batched.reset(seed=7)
     envs = [env.unwrapped for env in ref.envs]
-    plans = [script(e, [("face", cell_is("key", "blue")), PICKUP, ("face", cell_is("door")), TOGGLE, TOGGLE]) for e in envs]
+    plans = [
+        script(e, [("face", cell_is("key", "blue")), PICKUP, ("face", cell_is("door")), TOGGLE, TOGGLE]) for e in envs
+    ]
     for _ in range(60):
         actions = np.array([next(plan, LEFT) for plan in plans])
         assert_same_step(ref.step(actions), batched.step(actions))
@@ -221,8 +226,12 @@ def test_row_tables_reproduce_process_vis_rows():
 def test_bad_configurations_raise_like_the_minigrid_env():
     from envs import ColorDoorKeyEnv
 
-    for kwargs, message in [({"size": 5}, "size >= 6"), ({"key_colors": ("red", "red")}, "distinct"),
-                            ({"correct_key_color": "green"}, "not among the keys"), ({"door_color": "pink"}, "unknown colour")]:  # fmt: skip
+    for kwargs, message in [
+        ({"size": 5}, "size >= 6"),
+        ({"key_colors": ("red", "red")}, "distinct"),
+        ({"correct_key_color": "green"}, "not among the keys"),
+        ({"door_color": "pink"}, "unknown colour"),
+    ]:
         with pytest.raises(ValueError, match=message):
             BatchedColorDoorKey(2, **kwargs)
         with pytest.raises(ValueError, match=message):

@@ -12,28 +12,63 @@ from common.checkpoint import CHECKPOINT
 from common.tb import read_scalars
 
 ROOT = Path(__file__).resolve().parents[1]
-DISCRETE = ["--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2", "--eval-steps", "64", "--eval-every", "1",
-            "--env", "ColorDoorKey-6x6", "--model-target", "key_distance", "--total-timesteps", "768",
-            "--change-steps", "384"]  # fmt: skip
+DISCRETE = [
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "64",
+    "--num-minibatches",
+    "2",
+    "--eval-steps",
+    "64",
+    "--eval-every",
+    "1",
+    "--env",
+    "ColorDoorKey-6x6",
+    "--model-target",
+    "key_distance",
+    "--total-timesteps",
+    "768",
+    "--change-steps",
+    "384",
+]
 FLAGS = {
     "ppo.py": DISCRETE,
     "ppo_poi_ensemble.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_disagreement.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_grad.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_progress.py": DISCRETE + ["--int-after-return", "0", "--interest", "progress"],  # its lagged copy
-    "ppo_poi_progress.py --interest noise": DISCRETE + ["--int-after-return", "0", "--interest", "noise"],  # its generator
-    "ppo_poi_progress.py --progress-lag": DISCRETE + ["--int-after-return", "0", "--interest", "progress",
-                                                      "--progress-lag", "2"],  # its snapshots
-    "ppo_poi_progress.py --interest excess": DISCRETE + ["--int-after-return", "0", "--interest", "excess",
-                                                         "--model-gaussian"],  # fmt: skip
-    "ppo_poi_progress.py --model-data uniform": DISCRETE + ["--int-after-return", "0", "--interest", "error",
-                                                            "--model-data", "uniform", "--replay-size", "256"],  # its buffer
+    "ppo_poi_progress.py --interest noise": DISCRETE
+    + ["--int-after-return", "0", "--interest", "noise"],  # its generator
+    "ppo_poi_progress.py --progress-lag": DISCRETE
+    + ["--int-after-return", "0", "--interest", "progress", "--progress-lag", "2"],  # its snapshots
+    "ppo_poi_progress.py --interest excess": DISCRETE
+    + ["--int-after-return", "0", "--interest", "excess", "--model-gaussian"],
+    "ppo_poi_progress.py --model-data uniform": DISCRETE
+    + [
+        "--int-after-return",
+        "0",
+        "--interest",
+        "error",
+        "--model-data",
+        "uniform",
+        "--replay-size",
+        "256",
+    ],  # its buffer
     "ppo_poi_policy.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_replay.py": DISCRETE + ["--replay-size", "256"],
     "ppo_poi_diayn.py": DISCRETE + ["--skill-steps", "24"],  # a skill ends mid-rollout and across the checkpoint
     "ppo_poi_emb.py": DISCRETE + ["--int-after-return", "0"],
-    "ppo_continuous_poi_ensemble.py": ["--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2",
-                                       "--total-timesteps", "768"],  # fmt: skip
+    "ppo_continuous_poi_ensemble.py": [
+        "--num-envs",
+        "2",
+        "--num-steps",
+        "64",
+        "--num-minibatches",
+        "2",
+        "--total-timesteps",
+        "768",
+    ],
     "sac_forward_model.py": ["--total-timesteps", "2200", "--learning-starts", "1500", "--checkpoint-every", "1000"],
 }
 
@@ -56,7 +91,9 @@ def start(script, runs_dir, *flags):
     return subprocess.Popen(cmd, cwd=runs_dir.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s.startswith("sac") else s for s in sorted(FLAGS)])
+@pytest.mark.parametrize(
+    "script", [pytest.param(s, marks=pytest.mark.slow) if s.startswith("sac") else s for s in sorted(FLAGS)]
+)
 def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, script):
     flags = FLAGS[script]
     script = script.split()[0]  # a key may name flags after the file, for a variant with state of its own
@@ -73,8 +110,13 @@ def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, scri
     assert lines[0].endswith(f"--resume {run_dir}") and (run_dir / CHECKPOINT).is_file()
     assert not (run_dir / "finished.json").exists()
 
-    resume = subprocess.run(lines[0].split("resume with: ")[1].split(), cwd=tmp_path / "interrupted",
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    resume = subprocess.run(
+        lines[0].split("resume with: ")[1].split(),
+        cwd=tmp_path / "interrupted",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert resume.returncode == 0, resume.stderr[-2000:]
     assert (run_dir / "finished.json").is_file() and not (run_dir / CHECKPOINT).exists()
     (reference_dir,) = (tmp_path / "reference").iterdir()
@@ -128,8 +170,10 @@ def test_an_env_state_carries_the_worlds_and_leaves_the_vector_env_open():
     from envs import OneHotFlatObs, resolve_env_id
 
     def make():
-        return gym.vector.SyncVectorEnv([lambda: OneHotFlatObs(gym.make(resolve_env_id("ColorDoorKey-6x6")))] * 2,
-                                        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)  # fmt: skip
+        return gym.vector.SyncVectorEnv(
+            [lambda: OneHotFlatObs(gym.make(resolve_env_id("ColorDoorKey-6x6")))] * 2,
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
 
     first, second = make(), make()
     first.reset(seed=1)

@@ -9,8 +9,17 @@ import pytest
 
 from common.checks import check_and_fill, check_range
 
-DISCRETE = ["ppo", "ppo_poi_replay", "ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress",
-            "ppo_poi_diayn", "ppo_poi_emb", "ppo_poi_policy"]
+DISCRETE = [
+    "ppo",
+    "ppo_poi_replay",
+    "ppo_poi_disagreement",
+    "ppo_poi_ensemble",
+    "ppo_poi_grad",
+    "ppo_poi_progress",
+    "ppo_poi_diayn",
+    "ppo_poi_emb",
+    "ppo_poi_policy",
+]
 POI = ["ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_emb", "ppo_poi_policy"]
 BAD = [
     ({"learning_rate": math.nan}, "--learning-rate must be a finite number in (0, inf)"),
@@ -38,8 +47,9 @@ def test_check_args_rejects_out_of_domain_flags(name, flags, message):
 
 
 @pytest.mark.parametrize("name", POI)
-@pytest.mark.parametrize("flags", [{"int_coef": math.nan}, {"ext_coef": -1.0}, {"int_gamma": 1.01},
-                                   {"int_scale_decay": 1.0}])  # fmt: skip
+@pytest.mark.parametrize(
+    "flags", [{"int_coef": math.nan}, {"ext_coef": -1.0}, {"int_gamma": 1.01}, {"int_scale_decay": 1.0}]
+)
 def test_poi_files_reject_bad_reward_flags(name, flags):
     module = importlib.import_module(f"algos.{name}")
     with pytest.raises(ValueError, match="must be a finite number"):
@@ -65,15 +75,18 @@ def test_check_range_edges():
         check_range(A, "x")
 
 
-@pytest.mark.parametrize("flags", [{"diayn_coef": math.nan}, {"ext_coef": -1.0}, {"disc_learning_rate": 0.0},
-                                   {"skill_temperature": 0.0}])  # fmt: skip
+@pytest.mark.parametrize(
+    "flags", [{"diayn_coef": math.nan}, {"ext_coef": -1.0}, {"disc_learning_rate": 0.0}, {"skill_temperature": 0.0}]
+)
 def test_diayn_rejects_bad_skill_flags(flags):
     module = importlib.import_module("algos.ppo_poi_diayn")
     with pytest.raises(ValueError, match="must be a finite number"):
         check_and_fill(module.Args(**flags), module.RANGES, module.fill_in_defaults)
 
 
-@pytest.mark.parametrize("name, flags", [("ppo_poi_disagreement", {"mc_samples": 1}), ("ppo_poi_ensemble", {"ensemble_size": 1})])
+@pytest.mark.parametrize(
+    "name, flags", [("ppo_poi_disagreement", {"mc_samples": 1}), ("ppo_poi_ensemble", {"ensemble_size": 1})]
+)
 def test_interest_fields_need_two_samples_to_disagree(name, flags):
     module = importlib.import_module(f"algos.{name}")
     with pytest.raises(ValueError):
@@ -86,14 +99,25 @@ def test_replay_buffer_holds_at_least_one_rollout():
         check_and_fill(module.Args(replay_size=1024), module.RANGES, module.fill_in_defaults)
 
 
-@pytest.mark.parametrize("name, flags, message", [
-    ("sac_forward_model", {"total_timesteps": 500, "learning_starts": 1000}, "--learning-starts must be in [0, total-timesteps=500)"),
-    ("sac_forward_model", {"q_lr": math.nan}, "--q-lr must be a finite number in (0, inf)"),
-    ("sac_forward_model", {"tau": 0.0}, "--tau must be a finite number in (0, 1]"),
-    ("ppo_continuous_poi_ensemble", {"gamma": 1.5}, "--gamma must be a finite number in (0, 1]"),
-    ("ppo_continuous_poi_ensemble", {"learning_rate": math.nan}, "--learning-rate must be a finite number in (0, inf)"),
-    ("ppo_continuous_poi_ensemble", {"seed": -1}, "--seed must be a finite number in [0, inf)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "name, flags, message",
+    [
+        (
+            "sac_forward_model",
+            {"total_timesteps": 500, "learning_starts": 1000},
+            "--learning-starts must be in [0, total-timesteps=500)",
+        ),
+        ("sac_forward_model", {"q_lr": math.nan}, "--q-lr must be a finite number in (0, inf)"),
+        ("sac_forward_model", {"tau": 0.0}, "--tau must be a finite number in (0, 1]"),
+        ("ppo_continuous_poi_ensemble", {"gamma": 1.5}, "--gamma must be a finite number in (0, 1]"),
+        (
+            "ppo_continuous_poi_ensemble",
+            {"learning_rate": math.nan},
+            "--learning-rate must be a finite number in (0, inf)",
+        ),
+        ("ppo_continuous_poi_ensemble", {"seed": -1}, "--seed must be a finite number in [0, inf)"),
+    ],
+)
 def test_continuous_files_check_their_flags(name, flags, message):
     module = importlib.import_module(f"algos.{name}")
     check_and_fill(module.Args(), module.RANGES, module.fill_in_defaults)
@@ -114,8 +138,11 @@ def test_model_target_auto_is_the_envs_studied_target(name):
     """The default target: the key distance where the env reports it, the forward model elsewhere;
     a target given is kept."""
     module = importlib.import_module(f"algos.{name}")
-    for env, resolved in [("ColorDoorKey", "key_distance"), ("ColorDoorKey-6x6", "key_distance"),
-                          ("MiniGrid-Empty-5x5-v0", "forward")]:  # fmt: skip
+    for env, resolved in [
+        ("ColorDoorKey", "key_distance"),
+        ("ColorDoorKey-6x6", "key_distance"),
+        ("MiniGrid-Empty-5x5-v0", "forward"),
+    ]:
         args = module.Args(env=env)
         check_and_fill(args, module.RANGES, module.fill_in_defaults)
         assert args.model_target == resolved
@@ -124,10 +151,17 @@ def test_model_target_auto_is_the_envs_studied_target(name):
     assert args.model_target == "forward"
 
 
-@pytest.mark.parametrize("target, given, resolved", [
-    ("key_distance", "auto", "error"), ("agent_dir", "auto", "error"), ("forward", "auto", "progress"),
-    ("forward", "error", "error"), ("key_distance", "progress", "progress"), ("forward", "noise", "noise"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "target, given, resolved",
+    [
+        ("key_distance", "auto", "error"),
+        ("agent_dir", "auto", "error"),
+        ("forward", "auto", "progress"),
+        ("forward", "error", "error"),
+        ("key_distance", "progress", "progress"),
+        ("forward", "noise", "noise"),
+    ],
+)
 def test_progress_interest_auto_follows_the_target(target, given, resolved):
     module = importlib.import_module("algos.ppo_poi_progress")
     args = module.Args(env="ColorDoorKey-6x6", model_target=target, interest=given)
@@ -142,8 +176,10 @@ def test_a_total_that_is_not_a_whole_number_of_batches_is_noted_in_one_line(caps
     from common.checks import note_whole_batches
 
     note_whole_batches(20000, 2048)
-    assert capsys.readouterr().err == ("note: --total-timesteps 20000 is not a whole number of batches of 2048: the run "
-                                       "takes 18432 steps (9 iterations)\n")  # fmt: skip
+    assert capsys.readouterr().err == (
+        "note: --total-timesteps 20000 is not a whole number of batches of 2048: the run "
+        "takes 18432 steps (9 iterations)\n"
+    )
     note_whole_batches(20480, 2048)
     assert capsys.readouterr().err == ""
 
@@ -158,9 +194,14 @@ def test_check_ranges_reads_a_table_of_ranges():
 
     table = {"positive": "n sizes", "(0, 1)": "rate", "[0, 1]": "share", "(0, inf)": "kl"}
     check_ranges(A, table)
-    for name, value, message in [("n", 0, "--n must be positive, got 0"), ("sizes", (4, 0), "--sizes must be positive sizes"),
-                                 ("sizes", (), "--sizes must be positive sizes"), ("rate", 1.0, "--rate must be a finite number in (0, 1)"),
-                                 ("share", 1.5, "--share must be a finite number in [0, 1]"), ("kl", 0.0, "--kl must be a finite")]:  # fmt: skip
+    for name, value, message in [
+        ("n", 0, "--n must be positive, got 0"),
+        ("sizes", (4, 0), "--sizes must be positive sizes"),
+        ("sizes", (), "--sizes must be positive sizes"),
+        ("rate", 1.0, "--rate must be a finite number in (0, 1)"),
+        ("share", 1.5, "--share must be a finite number in [0, 1]"),
+        ("kl", 0.0, "--kl must be a finite"),
+    ]:
         bad = type("B", (A,), {name: value})
         with pytest.raises(ValueError, match="^" + re.escape(message)):
             check_ranges(bad, table)

@@ -67,7 +67,9 @@ def test_replay_buffer_wraps_and_transition_set_holds_out_a_fraction():
     data.add(obs, np.zeros((10_000, 1), np.float32), obs + 1)
     held_out, train = data.part(True, "cpu"), data.part(False, "cpu")
     assert abs(len(held_out[0]) / 10_000 - 0.2) < 0.02 and len(held_out[0]) + len(train[0]) == 10_000
-    assert torch.allclose(train[2], torch.ones_like(train[2])) and not set(map(tuple, held_out[0].tolist())) & set(map(tuple, train[0].tolist()))
+    assert torch.allclose(train[2], torch.ones_like(train[2])) and not set(map(tuple, held_out[0].tolist())) & set(
+        map(tuple, train[0].tolist())
+    )
     assert [s for s in range(1, 3001) if sac.retrain_due(s, 1000)] == [1000, 2000, 3000]
 
 
@@ -125,12 +127,32 @@ def test_sac_runs_and_retrains_the_forward_model_every_n_steps(tmp_path, env_id)
 
 @pytest.mark.parametrize("env_id", ["Pendulum-v1", "Walker2d-v5"])
 def test_continuous_ppo_ensemble_runs(tmp_path, env_id):
-    run(tmp_path, "--env", env_id, "--total-timesteps", "1024", "--num-steps", "512", "--num-minibatches", "4",
-        "--update-epochs", "2", "--save-model", script="algos/ppo_continuous_poi_ensemble.py")  # fmt: skip
+    run(
+        tmp_path,
+        "--env",
+        env_id,
+        "--total-timesteps",
+        "1024",
+        "--num-steps",
+        "512",
+        "--num-minibatches",
+        "4",
+        "--update-epochs",
+        "2",
+        "--save-model",
+        script="algos/ppo_continuous_poi_ensemble.py",
+    )
     run_dir = only_run_dir(tmp_path)
     scalars = read_scalars(run_dir)
-    assert {"poi/mean", "poi/max", "poi/intrinsic_reward_mean", "external_model/train_loss", "losses/int_value_loss",
-            "losses/value_loss", "charts/SPS"} <= set(scalars)  # fmt: skip
+    assert {
+        "poi/mean",
+        "poi/max",
+        "poi/intrinsic_reward_mean",
+        "external_model/train_loss",
+        "losses/int_value_loss",
+        "losses/value_loss",
+        "charts/SPS",
+    } <= set(scalars)
     assert len(scalars["poi/mean"]) == 2 and min(v for _, v in scalars["poi/mean"]) > 0
     model = cppo.ForwardModel.load(run_dir / "forward_model.pt")
     assert model.num_members == 5
@@ -147,13 +169,24 @@ def test_continuous_ppo_ensemble_runs(tmp_path, env_id):
     assert action.shape == (1, agent.actor_logstd.shape[1]) and torch.isfinite(action).all()
 
 
-@pytest.mark.parametrize("script, flags, message", [
-    ("algos/sac_forward_model.py", ["--env", "CartPole-v1"], "error: CartPole-v1 has a Discrete action space"),
-    ("algos/sac_forward_model.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'"),
-    ("algos/sac_forward_model.py", ["--fm-eval-fraction", "1.5"], "error: --fm-eval-fraction must be a finite number in (0, 1), got 1.5"),
-    ("algos/ppo_continuous_poi_ensemble.py", ["--ensemble-size", "1"], "error: --ensemble-size must be a finite number in [2, inf), got 1"),
-    ("algos/ppo_continuous_poi_ensemble.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "script, flags, message",
+    [
+        ("algos/sac_forward_model.py", ["--env", "CartPole-v1"], "error: CartPole-v1 has a Discrete action space"),
+        ("algos/sac_forward_model.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'"),
+        (
+            "algos/sac_forward_model.py",
+            ["--fm-eval-fraction", "1.5"],
+            "error: --fm-eval-fraction must be a finite number in (0, 1), got 1.5",
+        ),
+        (
+            "algos/ppo_continuous_poi_ensemble.py",
+            ["--ensemble-size", "1"],
+            "error: --ensemble-size must be a finite number in [2, inf), got 1",
+        ),
+        ("algos/ppo_continuous_poi_ensemble.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'"),
+    ],
+)
 def test_continuous_files_reject_bad_input_with_one_line(tmp_path, script, flags, message):
     proc = run(tmp_path, *flags, script=script, check=False)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith(message), proc.stderr

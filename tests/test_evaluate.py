@@ -24,15 +24,18 @@ def test_the_exported_discrete_policy_samples_the_agents_action_distribution(tmp
     agent = Agent(980, 7)
     with torch.no_grad():  # a policy far from uniform, so that the counts can tell
         agent.actor[-1].weight.mul_(300)
-    save_policy(tmp_path, agent, 980, dict(env="ColorDoorKey-6x6", observation="one_hot_view", noise="gumbel", noise_size=7))
+    save_policy(
+        tmp_path, agent, 980, dict(env="ColorDoorKey-6x6", observation="one_hot_view", noise="gumbel", noise_size=7)
+    )
     policy = load(tmp_path)
     obs = (torch.rand(1, 980) < 0.15).float()
     probs = torch.softmax(agent.actor(obs), -1)[0].detach()
     assert policy(obs, torch.zeros(1, 7), torch.zeros(1, 0)).item() == probs.argmax().item()
     generator, meta = torch.Generator().manual_seed(1), dict(noise="gumbel", noise_size=7)
     n = 20000
-    counts = torch.bincount(torch.cat([policy(obs, draw_noise(meta, generator), torch.zeros(1, 0)) for _ in range(n)]),
-                            minlength=7)  # fmt: skip
+    counts = torch.bincount(
+        torch.cat([policy(obs, draw_noise(meta, generator), torch.zeros(1, 0)) for _ in range(n)]), minlength=7
+    )
     sd = (probs * (1 - probs) / n).sqrt()
     assert 2 / 7 < probs.max() < 0.9 and ((counts / n - probs).abs() <= 5 * sd + 1e-3).all(), (counts / n, probs)
 
@@ -43,8 +46,13 @@ def test_a_skill_conditioned_policy_sees_the_observation_and_the_skill(tmp_path)
     from algos.ppo_poi_diayn import Agent, agent_input
 
     agent, scale = Agent(980 + 8, 7), 147**0.5
-    meta = dict(env="ColorDoorKey-6x6", observation="one_hot_view", noise="gumbel", noise_size=7,
-                condition=dict(kind="one_hot", probs=[1 / 8] * 8, scale=scale))  # fmt: skip
+    meta = dict(
+        env="ColorDoorKey-6x6",
+        observation="one_hot_view",
+        noise="gumbel",
+        noise_size=7,
+        condition=dict(kind="one_hot", probs=[1 / 8] * 8, scale=scale),
+    )
     save_policy(tmp_path, agent, 980, meta)
     policy, obs = load(tmp_path), (torch.rand(4, 980) < 0.15).float()
     for skill in range(8):
@@ -66,7 +74,9 @@ def test_the_continuous_policies_give_the_mean_without_noise_and_mean_plus_std_n
     save_policy(tmp_path, agent, 3, dict(env="Pendulum-v1", observation="raw", noise="normal", noise_size=2))
     policy = load(tmp_path)
     torch.testing.assert_close(policy(x, torch.zeros(1, 2), torch.zeros(1, 0)), agent.actor_mean(x))
-    torch.testing.assert_close(policy(x, noise, torch.zeros(1, 0)), agent.actor_mean(x) + agent.actor_logstd.exp() * noise)
+    torch.testing.assert_close(
+        policy(x, noise, torch.zeros(1, 0)), agent.actor_mean(x) + agent.actor_logstd.exp() * noise
+    )
 
     actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)))
     save_policy(tmp_path, actor, 3, dict(env="Pendulum-v1", observation="raw", noise="normal", noise_size=1))
@@ -82,9 +92,25 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path):
     from algos.ppo import Agent
     from envs import OneHotFlatObs
 
-    cmd = [sys.executable, str(ROOT / "algos/ppo.py"), "--runs-dir", str(tmp_path / "runs"), "--env",
-           "MiniGrid-Empty-5x5-v0", "--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2",
-           "--total-timesteps", "256", "--eval-steps", "64", "--save-model"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(ROOT / "algos/ppo.py"),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--env",
+        "MiniGrid-Empty-5x5-v0",
+        "--num-envs",
+        "2",
+        "--num-steps",
+        "64",
+        "--num-minibatches",
+        "2",
+        "--total-timesteps",
+        "256",
+        "--eval-steps",
+        "64",
+        "--save-model",
+    ]
     assert subprocess.run(cmd, cwd=tmp_path, capture_output=True, timeout=300).returncode == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
     result = evaluate(run_dir, episodes=3, deterministic=True, seed=5)
@@ -100,21 +126,40 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path):
             total, length, done = total + float(reward), length + 1, terminated or truncated
         assert (result["returns"][episode], result["lengths"][episode]) == (pytest.approx(total), length)
 
-    cli = subprocess.run([sys.executable, "-m", "common.evaluate", str(run_dir), "--episodes", "2", "--json",
-                          str(tmp_path / "e.json")], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    cli = subprocess.run(
+        [sys.executable, "-m", "common.evaluate", str(run_dir), "--episodes", "2", "--json", str(tmp_path / "e.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert cli.returncode == 0 and "2 episodes, return" in cli.stdout, cli.stderr
     assert len(json.loads((tmp_path / "e.json").read_text())["returns"]) == 2
-    other = subprocess.run([sys.executable, "-m", "common.evaluate", str(run_dir), "--key-color", "blue"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    other = subprocess.run(
+        [sys.executable, "-m", "common.evaluate", str(run_dir), "--key-color", "blue"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert other.returncode == 1 and other.stderr.strip() == "error: --key-color needs a ColorDoorKey run"
 
 
-@pytest.mark.parametrize("folder, flags, message", [
-    (".", [], "no policy.pt2"), (".", ["--episodes", "0"], "--episodes must be positive"),
-    ("nope", [], "error: no run folder {tmp_path}/nope"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "folder, flags, message",
+    [
+        (".", [], "no policy.pt2"),
+        (".", ["--episodes", "0"], "--episodes must be positive"),
+        ("nope", [], "error: no run folder {tmp_path}/nope"),
+    ],
+)
 def test_evaluate_rejects_bad_input_with_one_line(tmp_path, folder, flags, message):
-    cli = subprocess.run([sys.executable, "-m", "common.evaluate", str(tmp_path / folder), *flags], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    cli = subprocess.run(
+        [sys.executable, "-m", "common.evaluate", str(tmp_path / folder), *flags],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     lines = cli.stderr.strip().splitlines()
     assert cli.returncode == 1 and len(lines) == 1 and message.format(tmp_path=tmp_path) in lines[0], cli.stderr

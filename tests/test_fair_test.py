@@ -58,8 +58,9 @@ def test_an_arms_task_and_relearning_are_resampled_together_and_the_edge_counts_
     x = np.array([0.55, 0.6, 0.7, 0.8, 0.9, 0.95, 0.62, 0.75])
     together = frontier.against_frontier(front, (x, 0.8 * 200 * x), reps=500)  # each run at 0.8 of F at its own x
     assert together["cis"][0.95] == pytest.approx((0.8, 0.8))  # resampled apart, y and x would part: a wide interval
-    edge = frontier.against_frontier(front, (np.array([0.45, 0.48, 0.52, 0.55] * 2), np.full(8, 50.0)), reps=2000,
-                                     levels=(0.95, 0.9875))  # fmt: skip
+    edge = frontier.against_frontier(
+        front, (np.array([0.45, 0.48, 0.52, 0.55] * 2), np.full(8, 50.0)), reps=2000, levels=(0.95, 0.9875)
+    )
     assert 0.00625 < edge["not_judged_share"] < 0.5 and edge["cis"][0.9875][1] == math.inf
     assert frontier.compare(10.0, 0.0, log=False) == math.inf and frontier.compare(0.0, 0.0, log=False) == 1.0
     with pytest.raises(ValueError, match="no runs with both measures for b"):
@@ -73,8 +74,10 @@ def test_an_arm_against_a_baseline_as_a_ratio_or_a_ratio_of_geometric_means():
 
 
 def test_episodes_are_summed_per_bin_and_windows_take_whole_bins():
-    scalars = {"charts/episodic_return": [(100, 1.0), (1999, 0.5), (2000, 0.0), (5000, 0.25)],
-               "charts/episodic_length": [(100, 10), (1999, 20), (2000, 360), (5000, 30)]}  # fmt: skip
+    scalars = {
+        "charts/episodic_return": [(100, 1.0), (1999, 0.5), (2000, 0.0), (5000, 0.25)],
+        "charts/episodic_length": [(100, 10), (1999, 20), (2000, 360), (5000, 30)],
+    }
     bins = series.episode_bins(scalars, bin_width=2000)
     assert bins["count"] == [2, 1, 1] and bins["return"] == [1.5, 0.0, 0.25] and bins["length"] == [30, 360, 30]
     assert series.window_mean(bins, 0, 4000) == pytest.approx(0.5)  # (1 + 0.5 + 0) / 3
@@ -93,8 +96,13 @@ def write_run(folder, method, seed, relearn_at, returns_after, finished=True):
     for i in range(100):
         step, phase = (i + 1) * 1000, int(i >= 50)
         changed = 5.0 if phase and step - 50_000 < relearn_at else 0.1 + 0.01 * rng.random()
-        for tag, value in {"charts/phase": phase, "external_model/train_loss": changed, "external_model/eval_loss": changed,
-                           "external_model/eval_loss_changed": changed, "losses/entropy": 1 + rng.random()}.items():  # fmt: skip
+        for tag, value in {
+            "charts/phase": phase,
+            "external_model/train_loss": changed,
+            "external_model/eval_loss": changed,
+            "external_model/eval_loss_changed": changed,
+            "losses/entropy": 1 + rng.random(),
+        }.items():
             writer.add_scalar(tag, value, step)
         for _ in range(2):
             ret = returns_after if phase else 0.9
@@ -106,8 +114,9 @@ def write_run(folder, method, seed, relearn_at, returns_after, finished=True):
 
 
 def analyse(*args):
-    return subprocess.run([sys.executable, "-m", "common.analyze", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "common.analyze", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_the_tables_made_from_the_committed_series_are_those_made_from_the_event_files(tmp_path):
@@ -115,12 +124,39 @@ def test_the_tables_made_from_the_committed_series_are_those_made_from_the_event
     for method, (relearn, ret) in arms.items():
         for seed in range(1, 5):
             write_run(tmp_path / "runs", method, seed, relearn + 1000 * seed, ret)
-    made = subprocess.run([sys.executable, "-m", "common.series", str(tmp_path / "runs"), "--out",
-                           str(tmp_path / "s.jsonl.gz")], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    made = subprocess.run(
+        [sys.executable, "-m", "common.series", str(tmp_path / "runs"), "--out", str(tmp_path / "s.jsonl.gz")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert made.returncode == 0 and "16 finished runs" in made.stdout, made.stderr
-    flags = ["--baseline", "ppo", "--frontier", "ppo", "entropy", "--span", "1", "--changed-threshold", "1",
-             "--eval-threshold", "1", "--train-threshold", "1", "--reps", "300", "--task-window", "20000",
-             "--comparisons", "2", "--judge", "interest", "never", "--judge-against-baseline", "interest"]  # fmt: skip
+    flags = [
+        "--baseline",
+        "ppo",
+        "--frontier",
+        "ppo",
+        "entropy",
+        "--span",
+        "1",
+        "--changed-threshold",
+        "1",
+        "--eval-threshold",
+        "1",
+        "--train-threshold",
+        "1",
+        "--reps",
+        "300",
+        "--task-window",
+        "20000",
+        "--comparisons",
+        "2",
+        "--judge",
+        "interest",
+        "never",
+        "--judge-against-baseline",
+        "interest",
+    ]
     assert analyse(str(tmp_path / "runs"), *flags, "--out", str(tmp_path / "from_events")).returncode == 0
     result = analyse(str(tmp_path / "s.jsonl.gz"), *flags)
     assert result.returncode == 0, result.stderr
@@ -130,18 +166,29 @@ def test_the_tables_made_from_the_committed_series_are_those_made_from_the_event
         assert events[key] == committed[key], key
 
     never = {(r["method"], r["phase"]): r for r in committed["aggregates"]}[("never", 1)]
-    assert never["changed_reached"] == 0 and never["changed_adaptation"]["iqm"] == 100_001 - 51_000  # the phase's length
+    assert (
+        never["changed_reached"] == 0 and never["changed_adaptation"]["iqm"] == 100_001 - 51_000
+    )  # the phase's length
     interest = {(r["method"], r["task"]): r for r in committed["frontier"]}[("interest", "return_window")]
     primary = interest["readings"]["changed_adaptation"]
     # phase 1 starts at its first logged step, 51,000; the loss falls at 50,000 + relearn: relearn - 1,000 steps
     # after it; IQM over seeds 1-4 = the mean of seeds 2 and 3; the frontier from entropy (x ~0.605) to ppo (~0.905)
     y = np.mean([12_000 + 1000 * s - 1000 for s in (2, 3)])
     x = primary["x"]
-    f = np.interp(x, [0.605, 0.905], [np.mean([20_000 + 1000 * s - 1000 for s in (2, 3)]),
-                                      np.mean([30_000 + 1000 * s - 1000 for s in (2, 3)])])  # fmt: skip
+    f = np.interp(
+        x,
+        [0.605, 0.905],
+        [np.mean([20_000 + 1000 * s - 1000 for s in (2, 3)]), np.mean([30_000 + 1000 * s - 1000 for s in (2, 3)])],
+    )
     assert primary["y"] == pytest.approx(y) and x == pytest.approx(0.885, abs=0.003)
     assert primary["frontier"] == pytest.approx(f, rel=0.01) and primary["ratio"] == pytest.approx(y / f, rel=0.01)
-    assert primary["ci_corrected"][0] <= primary["ci"][0] <= primary["ratio"] <= primary["ci"][1] <= primary["ci_corrected"][1]
+    assert (
+        primary["ci_corrected"][0]
+        <= primary["ci"][0]
+        <= primary["ratio"]
+        <= primary["ci"][1]
+        <= primary["ci_corrected"][1]
+    )
     task = {(r["method"], r["phase"]): r for r in committed["task"]}
     assert task[("ppo", 1)]["keeps_task"] is True and task[("entropy", 1)]["keeps_task"] is False
     assert task[("interest", 1)]["keeps_task"] is False  # 0.885 against ppo's returns of 0.90-0.91: below its CI
@@ -149,8 +196,11 @@ def test_the_tables_made_from_the_committed_series_are_those_made_from_the_event
     table = (tmp_path / "analysis/results.md").read_text()
     assert "### Against the non-interest frontier (ppo, entropy)" in table and "97.5% CI" in table
     verdicts = {(v["method"], v["against"]): v["verdict"] for v in committed["verdicts"]}
-    assert verdicts == {("interest", "frontier"): "no (does not keep the task)", ("never", "frontier"): "no",
-                        ("interest", "ppo"): "no (does not keep the task)"}  # fmt: skip
+    assert verdicts == {
+        ("interest", "frontier"): "no (does not keep the task)",
+        ("never", "frontier"): "no",
+        ("interest", "ppo"): "no (does not keep the task)",
+    }
     assert "| ColorDoorKey-6x6 | 1 | interest | frontier |" in table and "x: whole phase, not pre-registered" in table
     against_ppo = {r["method"]: r for r in committed["robustness"]}["interest"]
     pre_registered = against_ppo["readings"]["threshold x1, span 1"]
@@ -170,17 +220,32 @@ def test_a_run_read_back_from_its_series_holds_the_float32_values_it_logged(tmp_
         assert back["scalars"][tag] == scalars[tag]
     assert back["scalars"]["charts/phase"] == [(1000, 0.0), (51000, 1.0)]  # where it changes
     assert back["phases"] == rec["phases"] and back["episodes"] == rec["episodes"]
-    again = subprocess.run([sys.executable, "-m", "common.series", str(tmp_path / "s.jsonl.gz"), "--out",
-                            str(tmp_path / "again.jsonl.gz")], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "common.series",
+            str(tmp_path / "s.jsonl.gz"),
+            "--out",
+            str(tmp_path / "again.jsonl.gz"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert again.returncode == 0, again.stderr  # a series file read and written again: the same text
-    assert gzip.decompress((tmp_path / "again.jsonl.gz").read_bytes()) == gzip.decompress((tmp_path / "s.jsonl.gz").read_bytes())
+    assert gzip.decompress((tmp_path / "again.jsonl.gz").read_bytes()) == gzip.decompress(
+        (tmp_path / "s.jsonl.gz").read_bytes()
+    )
 
 
 def test_the_analysis_refuses_a_frontier_without_its_runs_or_a_baseline(tmp_path):
     write_run(tmp_path, "ppo", 1, 10_000, 0.5)
-    cases = [(["--frontier", "nope", "--baseline", "ppo"], "error: --frontier: no runs of nope; methods: ppo"),
-             (["--frontier", "ppo"], "error: --frontier needs --baseline"),
-             (["--task-window", "0"], "error: --task-window, --comparisons and --robust-window must be at least 1")]
+    cases = [
+        (["--frontier", "nope", "--baseline", "ppo"], "error: --frontier: no runs of nope; methods: ppo"),
+        (["--frontier", "ppo"], "error: --frontier needs --baseline"),
+        (["--task-window", "0"], "error: --task-window, --comparisons and --robust-window must be at least 1"),
+    ]
     for flags, message in cases:
         result = analyse(str(tmp_path), "--changed-threshold", "1", *flags)
         assert result.returncode == 1 and result.stderr.startswith(message), result.stderr

@@ -11,7 +11,12 @@ from minigrid.core.constants import COLOR_TO_IDX
 from minigrid.core.world_object import Key
 
 from common.heldout import (
-    HeldoutEval, changed_share, eval_external_model, heldout_set, heldout_tensors, random_policy_layouts,
+    HeldoutEval,
+    changed_share,
+    eval_external_model,
+    heldout_set,
+    heldout_tensors,
+    random_policy_layouts,
 )
 from envs import ColorDoorKeyEnv, OneHotFlatObs, key_distance, target_changed
 from tests.test_env import door_of, stand_before_door
@@ -134,7 +139,9 @@ def test_heldout_sets_are_fixed_many_layouts_and_hold_the_change(target):
 
 
 def test_random_policy_layouts_chain_each_world_episode():
-    data = random_policy_layouts("ColorDoorKey-6x6-v0", num_layouts=8, episode_steps=30, seed=3, correct_key_color="red")
+    data = random_policy_layouts(
+        "ColorDoorKey-6x6-v0", num_layouts=8, episode_steps=30, seed=3, correct_key_color="red"
+    )
     obs, next_obs = data["obs"].reshape(30, 8, -1), data["next_obs"].reshape(30, 8, -1)
     np.testing.assert_array_equal(next_obs[:-1], obs[1:])  # one episode per world: each step leads to the next
     assert (data["actions"].reshape(30, 8) != data["actions"].reshape(30, 8)[:, :1]).any()
@@ -154,8 +161,9 @@ def test_random_policy_layouts_keep_selects_each_step_what_filtering_the_whole_r
 
 def test_no_changed_set_where_the_colour_cannot_move_the_target():
     for target, colors in [("agent_dir", ["red", "blue"]), ("key_distance", ["red", "red"]), ("forward", ["blue"])]:
-        full, changed = heldout_set("ColorDoorKey-6x6-v0", colors, 0, target, num_steps=400, episode_steps=40,
-                                    min_changed=50)  # fmt: skip
+        full, changed = heldout_set(
+            "ColorDoorKey-6x6-v0", colors, 0, target, num_steps=400, episode_steps=40, min_changed=50
+        )
         assert len(full["obs"]) == 400 and len(changed["obs"]) == 0 and changed.keys() == full.keys()
         assert all(changed[key].shape[1:] == full[key].shape[1:] for key in full)
 
@@ -237,8 +245,9 @@ def test_heldout_eval_logs_each_set_and_the_rollouts_share_and_draws_nothing():
         full, changed = heldout_set(env_id, colors, phase, target, 320, 40, 64)
         assert len(loaded["inverse"]) == len(full["obs"])
         assert writer.scalars["external_model/eval_loss"][0] == pytest.approx(loop_loss(model, full, target), rel=1e-5)
-        assert writer.scalars["external_model/eval_loss_changed"][0] == pytest.approx(loop_loss(model, changed, target),
-                                                                                       rel=1e-5)  # fmt: skip
+        assert writer.scalars["external_model/eval_loss_changed"][0] == pytest.approx(
+            loop_loss(model, changed, target), rel=1e-5
+        )
         share = writer.scalars["external_model/rollout_changed_share"][0]
         assert share == pytest.approx(hand_changed(images, RED, BLUE).mean())
         assert {step for _, step in writer.scalars.values()} == {7 + phase}

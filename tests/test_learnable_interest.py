@@ -42,7 +42,11 @@ def progress_trace(interest, seed, gaussian=True, lag=0, tau=0.05):
     trace = []
     for r in range(ROLLOUTS):
         obs, targets, noisy = rollout(r)
-        before = progress.interest_values(interest, model, lagged, obs, actions, targets) if interest in ("error", "excess") else None
+        before = (
+            progress.interest_values(interest, model, lagged, obs, actions, targets)
+            if interest in ("error", "excess")
+            else None
+        )
         progress.train_external_model(model, optimizer, obs, actions, targets, epochs=4, batch_size=64)
         values = progress.interest_values(interest, model, lagged, obs, actions, targets, loss_before=before)
         lagged.update(model)
@@ -63,7 +67,9 @@ def test_excess_error_ignores_learned_noise_and_rises_where_the_target_switched(
     learnable_before, noise_before = trace[SWITCH - 10 : SWITCH].mean(0).abs()
     learnable_at, noise_at = trace[SWITCH]
     assert noise_before < 1.0 and learnable_before < 0.2  # the noise's squared error is its predicted variance
-    assert learnable_at > 1.0 and learnable_at > 10 * learnable_before and noise_at < learnable_at / 3  # the switched part earns, the noise (at or below 0) does not
+    assert (
+        learnable_at > 1.0 and learnable_at > 10 * learnable_before and noise_at < learnable_at / 3
+    )  # the switched part earns, the noise (at or below 0) does not
 
 
 @pytest.mark.parametrize("seed", [0, 1])

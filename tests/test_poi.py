@@ -51,10 +51,15 @@ def loop_predictions(model, obs, actions, masks):
     return predictions
 
 
-@pytest.mark.parametrize("target,hidden_sizes,gaussian", [
-    ("forward", (12, 8, 12), False), ("forward", (12, 8, 12), True), ("key_distance", (16, 4), False),
-    ("key_distance", (9,), False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "target,hidden_sizes,gaussian",
+    [
+        ("forward", (12, 8, 12), False),
+        ("forward", (12, 8, 12), True),
+        ("key_distance", (16, 4), False),
+        ("key_distance", (9,), False),
+    ],
+)
 def test_mc_dropout_poi_equals_a_loop_over_passes_and_observations(target, hidden_sizes, gaussian):
     torch.manual_seed(0)
     model = disagreement.ExternalModel(32, 3, target, hidden_sizes=hidden_sizes, dropout=0.3, gaussian=gaussian)
@@ -63,8 +68,9 @@ def test_mc_dropout_poi_equals_a_loop_over_passes_and_observations(target, hidde
     masks[0][1] = False  # a pass that drops the whole first layer
     masks[-1][2] = True  # a pass that keeps the whole last layer
     expected = loop_predictions(model, obs, actions, masks).var(0, unbiased=False).mean(-1)
-    torch.testing.assert_close(disagreement.mc_dropout_poi(model, obs, actions, masks).double(), expected,
-                               rtol=1e-4, atol=1e-7)  # fmt: skip
+    torch.testing.assert_close(
+        disagreement.mc_dropout_poi(model, obs, actions, masks).double(), expected, rtol=1e-4, atol=1e-7
+    )
     same = [mask[:1].expand_as(mask) for mask in masks]  # every pass the same network: no spread
     assert disagreement.mc_dropout_poi(model, obs, actions, same).abs().max().item() < 1e-6
 
@@ -136,8 +142,15 @@ def test_intrinsic_advantages_carry_the_reward_across_episode_ends():
     assert (changed[:3] == 2 * adv[:3]).all()
 
 
-SCALED_FILES = ("ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_emb",
-                "ppo_poi_policy", "ppo_continuous_poi_ensemble")
+SCALED_FILES = (
+    "ppo_poi_disagreement",
+    "ppo_poi_ensemble",
+    "ppo_poi_grad",
+    "ppo_poi_progress",
+    "ppo_poi_emb",
+    "ppo_poi_policy",
+    "ppo_continuous_poi_ensemble",
+)
 
 
 @pytest.mark.parametrize("name", SCALED_FILES)
@@ -279,20 +292,32 @@ def test_the_interest_gate_and_the_mixing_are_the_same_code_in_every_file():
 
     keys = ("int_weight", "interest_on", "recent_returns", "mb_int_advantages", "int_after_return")
     blocks = {}
-    for name in ("ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress", "ppo_poi_emb",
-                 "ppo_poi_policy"):
+    for name in (
+        "ppo_poi_disagreement",
+        "ppo_poi_ensemble",
+        "ppo_poi_grad",
+        "ppo_poi_progress",
+        "ppo_poi_emb",
+        "ppo_poi_policy",
+    ):
         source = (Path(__file__).resolve().parents[1] / "algos" / f"{name}.py").read_text()
         lines = [line.strip() for line in source.splitlines() if any(key in line for key in keys)]
         checkpointing = ('state["', "=recent_returns,", "=interest_on,")  # lists each file's own values too
         ranges = [line for line in lines if line.startswith('"')]  # the RANGES table: each file's flags
-        blocks[name] = [line for line in lines if not any(part in line for part in checkpointing) and line not in ranges]
+        blocks[name] = [
+            line for line in lines if not any(part in line for part in checkpointing) and line not in ranges
+        ]
     first = blocks["ppo_poi_ensemble"]
     assert len(first) >= 10 and all(block == first for name, block in blocks.items() if name != "ppo_poi_policy")
     latched = "interest_on = interest_on or full and float(np.mean(recent_returns)) >= args.int_after_return"
     starts_latched = "interest_on = args.int_after_return == 0 or args.no_task_reward"
     assert latched in first and starts_latched in first
-    live = ("interest_on = args.int_after_return == 0 or args.no_task_reward or (",
-            "full and float(np.mean(recent_returns)) >= args.int_after_return")
+    live = (
+        "interest_on = args.int_after_return == 0 or args.no_task_reward or (",
+        "full and float(np.mean(recent_returns)) >= args.int_after_return",
+    )
     policy = blocks["ppo_poi_policy"]
     assert policy[policy.index(live[0]) + 1] == live[1] and latched not in policy and starts_latched not in policy
-    assert [line for line in policy if line not in live] == [line for line in first if line not in (latched, starts_latched)]
+    assert [line for line in policy if line not in live] == [
+        line for line in first if line not in (latched, starts_latched)
+    ]

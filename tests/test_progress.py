@@ -48,7 +48,9 @@ def test_progress_is_the_lagged_loss_minus_the_current_loss():
             p.add_(0.1)
     obs, actions, targets = torch.rand(5, 6), torch.randint(7, (5,)), torch.rand(5, 6)
     model.eval(), lagged.model.eval()  # the interest is computed with dropout off
-    expected = ((lagged.model(obs, actions)[0] - targets) ** 2).mean(-1) - ((model(obs, actions)[0] - targets) ** 2).mean(-1)
+    expected = ((lagged.model(obs, actions)[0] - targets) ** 2).mean(-1) - (
+        (model(obs, actions)[0] - targets) ** 2
+    ).mean(-1)
     model.train()
     torch.testing.assert_close(progress.interest_values("progress", model, lagged, obs, actions, targets), expected)
     assert model.training  # left as it was
@@ -59,7 +61,9 @@ def test_progress_is_the_lagged_loss_minus_the_current_loss():
     # with distinct inputs and their places (a held-out set), the same values per transition
     inverse = torch.tensor([0, 1, 1, 0, 2])
     per_transition = progress.interest_values("error", model, lagged, obs[inverse], actions[inverse], targets)
-    torch.testing.assert_close(progress.interest_values("error", model, lagged, obs[:3], actions[:3], targets, inverse), per_transition)
+    torch.testing.assert_close(
+        progress.interest_values("error", model, lagged, obs[:3], actions[:3], targets, inverse), per_transition
+    )
 
 
 def test_while_the_interest_is_gated_off_the_intrinsic_reward_leaves_the_task_update_alone(tmp_path):
@@ -69,8 +73,19 @@ def test_while_the_interest_is_gated_off_the_intrinsic_reward_leaves_the_task_up
     logged = {}
     for interest in ("error", "progress"):
         (tmp_path / interest).mkdir()
-        run(tmp_path / interest, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "768", "--seed", "3",
-            "--interest", interest, script="algos/ppo_poi_progress.py")  # fmt: skip
+        run(
+            tmp_path / interest,
+            *SMALL,
+            "--env",
+            "ColorDoorKey-6x6",
+            "--total-timesteps",
+            "768",
+            "--seed",
+            "3",
+            "--interest",
+            interest,
+            script="algos/ppo_poi_progress.py",
+        )
         logged[interest] = read_scalars(only_run_dir(tmp_path / interest))
     error, progress_ = logged["error"], logged["progress"]
     assert {v for _, v in error["poi/int_weight"]} == {0.0}
@@ -98,8 +113,19 @@ def test_the_noise_control_is_uniform_and_independent_of_the_model_the_data_and_
 def test_the_noise_control_trains_the_same_whatever_the_logging(tmp_path):
     """Its draws come from a generator of its own, the held-out set's from another (resuming it:
     tests/test_checkpoint.py)."""
-    flags = (*SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1280", "--interest", "noise",
-             "--int-after-return", "0", "--seed", "2")  # fmt: skip
+    flags = (
+        *SMALL,
+        "--env",
+        "ColorDoorKey-6x6",
+        "--total-timesteps",
+        "1280",
+        "--interest",
+        "noise",
+        "--int-after-return",
+        "0",
+        "--seed",
+        "2",
+    )
     logs = []
     for every in ("1", "1000"):
         (tmp_path / every).mkdir()
@@ -116,7 +142,9 @@ def test_a_buffer_smaller_than_a_rollout_is_rejected_in_one_line():
     args = tyro.cli(progress.Args, args=["--model-data", "uniform", "--replay-size", "1000"])
     with pytest.raises(ValueError, match=r"^--replay-size=1000 must hold at least one rollout \(2048 transitions\)$"):
         check_and_fill(args, progress.RANGES, progress.fill_in_defaults)
-    check_and_fill(tyro.cli(progress.Args, args=["--replay-size", "1000"]), progress.RANGES, progress.fill_in_defaults)  # no buffer: the size is not used
+    check_and_fill(
+        tyro.cli(progress.Args, args=["--replay-size", "1000"]), progress.RANGES, progress.fill_in_defaults
+    )  # no buffer: the size is not used
 
 
 def test_the_uniform_buffer_trains_the_model_on_the_last_replay_size_transitions():
@@ -127,7 +155,9 @@ def test_the_uniform_buffer_trains_the_model_on_the_last_replay_size_transitions
         buffer.add(torch.ones(4, 4), torch.arange(start, start + 4), torch.zeros(4, 1))
     drawn = []
     model = progress.ExternalModel(4, 12, "key_distance", hidden_sizes=(8,), dropout=0.0)
-    model.per_sample_loss = lambda obs, actions, targets: drawn.extend(actions.tolist()) or torch.ones(len(obs), requires_grad=True)
+    model.per_sample_loss = lambda obs, actions, targets: (
+        drawn.extend(actions.tolist()) or torch.ones(len(obs), requires_grad=True)
+    )
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
     progress.train_from_replay(model, optimizer, buffer, 50, 8, 0.0, 0.0, prioritised=False)
     assert len(drawn) == 400 and set(drawn) == set(range(6, 12))
@@ -137,5 +167,11 @@ def test_excess_error_without_a_gaussian_model_is_rejected_in_one_line():
     import tyro
 
     with pytest.raises(ValueError, match=r"^--interest excess needs --model-gaussian \(the variance it subtracts"):
-        check_and_fill(tyro.cli(progress.Args, args=["--interest", "excess"]), progress.RANGES, progress.fill_in_defaults)
-    check_and_fill(tyro.cli(progress.Args, args=["--interest", "excess", "--model-gaussian"]), progress.RANGES, progress.fill_in_defaults)
+        check_and_fill(
+            tyro.cli(progress.Args, args=["--interest", "excess"]), progress.RANGES, progress.fill_in_defaults
+        )
+    check_and_fill(
+        tyro.cli(progress.Args, args=["--interest", "excess", "--model-gaussian"]),
+        progress.RANGES,
+        progress.fill_in_defaults,
+    )

@@ -35,11 +35,15 @@ def rollouts(target, phase, count, first_seed, inject=0):
     `inject`, each rollout also holds that many transitions the colour change alters (drawn
     from a pool of them), as an agent that uses the door would bring."""
     info_keys = () if target == "forward" else (target,)
-    pool = as_model_data(heldout_set(ENV_ID, COLORS, phase, target, 80, 80, 2048, seed=777)[1], target) if inject else None
+    pool = (
+        as_model_data(heldout_set(ENV_ID, COLORS, phase, target, 80, 80, 2048, seed=777)[1], target) if inject else None
+    )
     generator = torch.Generator().manual_seed(phase)
     out = []
     for k in range(count):
-        data = as_model_data(random_policy_layouts(ENV_ID, 16, 128, first_seed + 16 * k, COLORS[phase], info_keys), target)
+        data = as_model_data(
+            random_policy_layouts(ENV_ID, 16, 128, first_seed + 16 * k, COLORS[phase], info_keys), target
+        )
         if inject:
             picks = torch.randint(len(pool[0]), (inject,), generator=generator)
             data = tuple(torch.cat([a, b[picks]]) for a, b in zip(data, pool))
@@ -66,11 +70,19 @@ def relearning(model, data, heldout, args, factor=1.5):
 
 def measure(target, hidden_sizes, dropout, rollouts_per_phase, inject=0, seed=0):
     args = Args()
-    data = [rollouts(target, 0, rollouts_per_phase, 5_000, inject), rollouts(target, 1, rollouts_per_phase, 50_000, inject)]
+    data = [
+        rollouts(target, 0, rollouts_per_phase, 5_000, inject),
+        rollouts(target, 1, rollouts_per_phase, 50_000, inject),
+    ]
     torch.manual_seed(seed)
     model = ExternalModel(980, 7, target, hidden_sizes, dropout)
-    heldout = [[heldout_tensors(model, part, target, model_targets, "cpu")
-                for part in heldout_set(ENV_ID, COLORS, p, target, 2560, 80, 256)] for p in (0, 1)]  # fmt: skip
+    heldout = [
+        [
+            heldout_tensors(model, part, target, model_targets, "cpu")
+            for part in heldout_set(ENV_ID, COLORS, p, target, 2560, 80, 256)
+        ]
+        for p in (0, 1)
+    ]
     return relearning(model, data, heldout, args)
 
 
@@ -82,8 +94,13 @@ def test_default_key_distance_model_relearns_after_the_change_and_emmas_does_not
     for name, sizes, dropout in (("default", args.model_hidden_sizes, args.model_dropout), ("emma", (100, 10), 0.5)):
         torch.manual_seed(0)
         model = ExternalModel(980, 7, "key_distance", sizes, dropout)
-        heldout = [[heldout_tensors(model, part, "key_distance", model_targets, "cpu")
-                    for part in heldout_set(ENV_ID, COLORS, p, "key_distance", 2560, 80)] for p in (0, 1)]  # fmt: skip
+        heldout = [
+            [
+                heldout_tensors(model, part, "key_distance", model_targets, "cpu")
+                for part in heldout_set(ENV_ID, COLORS, p, "key_distance", 2560, 80)
+            ]
+            for p in (0, 1)
+        ]
         results[name] = relearning(model, data, heldout, args)
     default, emma = results["default"], results["emma"]
     assert default["after_change"][0] > 10 * default["before"][0]  # the change moved the targets

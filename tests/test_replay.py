@@ -54,8 +54,17 @@ def test_training_from_replay_sets_drawn_priorities_to_their_losses():
 
 @pytest.mark.slow
 def test_the_policy_is_the_same_whatever_the_model_trains_on(tmp_path):
-    flags = (*SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1024", "--model-target", "key_distance",
-             "--replay-size", "512")  # fmt: skip
+    flags = (
+        *SMALL,
+        "--env",
+        "ColorDoorKey-6x6",
+        "--total-timesteps",
+        "1024",
+        "--model-target",
+        "key_distance",
+        "--replay-size",
+        "512",
+    )
     logs = {}
     for data in ("prioritised", "uniform", "rollout"):
         (tmp_path / data).mkdir()

@@ -13,8 +13,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2", "--eval-steps", "64", "--env",
-        "ColorDoorKey-6x6", "--model-target", "key_distance"]  # fmt: skip
+TINY = [
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "64",
+    "--num-minibatches",
+    "2",
+    "--eval-steps",
+    "64",
+    "--env",
+    "ColorDoorKey-6x6",
+    "--model-target",
+    "key_distance",
+]
 
 
 def start(tmp_path, *flags, script="ppo.py"):
@@ -112,8 +124,13 @@ def test_a_resume_in_a_folder_another_process_works_in_exits_with_one_line_and_w
 
 def test_two_resumes_of_one_run_at_once(tmp_path, stopped):
     run_dir = copy_of(stopped[0], tmp_path)
-    first = subprocess.Popen([sys.executable, str(ROOT / "algos/ppo.py"), "--resume", str(run_dir)], cwd=tmp_path,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    first = subprocess.Popen(
+        [sys.executable, str(ROOT / "algos/ppo.py"), "--resume", str(run_dir)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert first.stdout.readline() == f"run folder: {run_dir}\n"  # it holds the folder
     first.send_signal(signal.SIGSTOP)  # and keeps it while the second one starts
     try:
@@ -130,9 +147,21 @@ def test_a_new_run_named_like_a_folder_in_use_writes_nothing_there(tmp_path):
     now = int(time.time())
     folders = [tmp_path / "runs" / f"ColorDoorKey-6x6__ppo__1__{t}" for t in range(now, now + 90)]
     with held(*folders):
-        proc = subprocess.run([sys.executable, str(ROOT / "algos/ppo.py"), "--runs-dir", str(tmp_path / "runs"),
-                               *TINY, "--total-timesteps", "256"], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=120)  # fmt: skip
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "algos/ppo.py"),
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                *TINY,
+                "--total-timesteps",
+                "256",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert "is in use by another process" in one_error_line(proc)
     assert sorted(tmp_path.rglob("*")) == sorted([*folders, *(f / ".lock" for f in folders), tmp_path / "runs"])
 
@@ -141,8 +170,13 @@ def test_a_second_sweep_on_a_folder_exits_with_one_line_and_writes_nothing(tmp_p
     (tmp_path / "noop.py").write_text("")
     out = tmp_path / "sweep"
     with held(out):
-        proc = subprocess.run([sys.executable, "-m", "common.sweep", "--algos", str(tmp_path / "noop.py"), "--out",
-                               str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "common.sweep", "--algos", str(tmp_path / "noop.py"), "--out", str(out)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert "is in use by another process" in one_error_line(proc)
     assert [p.name for p in out.iterdir()] == [".lock"]
 

@@ -66,7 +66,9 @@ def test_a_non_finite_loss_exits_with_one_line_naming_it_and_the_step(tmp_path):
             run.end_iteration(1, 8, {}, dict)
             check_finite("PPO loss", torch.tensor(float("nan")))
     message = str(exit_.value.code)
-    assert message.startswith("error: the PPO loss is nan in the iteration after global step 8;") and "\n" not in message
+    assert (
+        message.startswith("error: the PPO loss is nan in the iteration after global step 8;") and "\n" not in message
+    )
     assert not (only_run_dir(tmp_path) / COMPLETION_MARKER).exists()
 
 
@@ -122,8 +124,10 @@ def test_parse_args_exits_with_one_line_on_a_bad_value(capsys):
 
     args, checkpoint = parse_args(Args, {"positive": "total_timesteps"}, fill_in_defaults, argv=[])
     assert checkpoint is None and args.total_timesteps == 40
-    for argv, message in [(["--total-timesteps", "0"], "error: --total-timesteps must be positive, got 0"),
-                          (["--total-timesteps", "4"], "error: --total-timesteps is smaller than one batch")]:  # fmt: skip
+    for argv, message in [
+        (["--total-timesteps", "0"], "error: --total-timesteps must be positive, got 0"),
+        (["--total-timesteps", "4"], "error: --total-timesteps is smaller than one batch"),
+    ]:
         with pytest.raises(SystemExit) as exit_:
             parse_args(Args, {"positive": "total_timesteps"}, fill_in_defaults, argv=argv)
         assert exit_.value.code == message

@@ -41,8 +41,9 @@ def test_interest_fields_equal_those_of_the_poi_files(module):
             a.weight.copy_(b.weight.T.unsqueeze(0))
             a.bias.copy_(b.bias.view(1, 1, -1))
     masks = disagreement.dropout_masks(plain, num_samples=7)
-    torch.testing.assert_close(module.mc_dropout_poi(single, obs, actions, masks),
-                               disagreement.mc_dropout_poi(plain, obs, actions, masks))  # fmt: skip
+    torch.testing.assert_close(
+        module.mc_dropout_poi(single, obs, actions, masks), disagreement.mc_dropout_poi(plain, obs, actions, masks)
+    )
     torch.manual_seed(1)
     poi_single = module.poi_values(single, obs, actions, num_samples=30)
     torch.manual_seed(1)
@@ -51,7 +52,9 @@ def test_interest_fields_equal_those_of_the_poi_files(module):
     members = module.ExternalModel(32, 3, "key_distance", hidden_sizes=(12, 8), num_members=4)
     other = ensemble.ExternalModel(32, 3, "key_distance", hidden_sizes=(12, 8), num_members=4)
     other.load_state_dict(members.state_dict())
-    assert torch.allclose(module.poi_values(members, obs, actions, num_samples=30), ensemble.poi_values(other, obs, actions))
+    assert torch.allclose(
+        module.poi_values(members, obs, actions, num_samples=30), ensemble.poi_values(other, obs, actions)
+    )
 
 
 def test_discriminator_tells_apart_skills_that_visit_disjoint_states():
@@ -79,8 +82,11 @@ def test_discriminator_tells_apart_skills_that_visit_disjoint_states():
 def test_the_cells_the_discriminator_and_the_maps_see():
     """cells_of: the cell a step led to is the final one where the episode ended; disc_inputs: x
     and y one-hot; visitation_image: each skill's visits scaled to its busiest cell, side by side."""
-    infos = {"agent_x": np.array([1, 1]), "agent_y": np.array([2, 1]),
-             "final_info": {"agent_x": np.array([0, 4]), "agent_y": np.array([0, 3])}}  # fmt: skip
+    infos = {
+        "agent_x": np.array([1, 1]),
+        "agent_y": np.array([2, 1]),
+        "final_info": {"agent_x": np.array([0, 4]), "agent_y": np.array([0, 3])},
+    }
     assert diayn.cells_of(infos).tolist() == [[1, 2], [1, 1]]
     assert diayn.cells_of(infos, np.array([False, True])).tolist() == [[1, 2], [4, 3]]
     seen = diayn.disc_inputs(None, torch.tensor([[1, 2], [4, 3]]), "xy", 5)
@@ -250,42 +256,84 @@ def test_interest_embedding_learns_to_predict_poi_from_the_set(seed):
     assert np.mean(losses[-50:]) < 0.5 * blind
 
 
-DIAYN_METRICS = {"diayn/disc_loss", "diayn/disc_accuracy", "diayn/reward_mean", "skills/frequency_0", "skills/prob_4",
-                 "poi/skill_4", "poi/mean", "poi/eval_mean", "losses/diayn_value_loss"}
-EMB_METRICS = {"emb/loss", "emb/raw_norm", "emb/projection_0", "emb/projection_2", "poi/mean",
-               "poi/intrinsic_reward_mean", "poi/eval_mean", "losses/int_value_loss"}
+DIAYN_METRICS = {
+    "diayn/disc_loss",
+    "diayn/disc_accuracy",
+    "diayn/reward_mean",
+    "skills/frequency_0",
+    "skills/prob_4",
+    "poi/skill_4",
+    "poi/mean",
+    "poi/eval_mean",
+    "losses/diayn_value_loss",
+}
+EMB_METRICS = {
+    "emb/loss",
+    "emb/raw_norm",
+    "emb/projection_0",
+    "emb/projection_2",
+    "poi/mean",
+    "poi/intrinsic_reward_mean",
+    "poi/eval_mean",
+    "losses/int_value_loss",
+}
 DIAYN = ["--num-skills", "5", "--skill-warmstart", "512"]
 
 
-@pytest.mark.parametrize("script, flags, metrics", [
-    ("algos/ppo_poi_diayn.py", DIAYN, DIAYN_METRICS | {"diayn/vae_loss"}),
-    ("algos/ppo_poi_diayn.py", [*DIAYN, "--state-sampler", "rollouts", "--interest-field", "ensemble", "--disc-input", "xy"],
-     DIAYN_METRICS),
-    ("algos/ppo_poi_diayn.py", [*DIAYN, "--state-sampler", "rollouts", "--skill-interest", "error", "--model-gaussian"],
-     DIAYN_METRICS),
-    ("algos/ppo_poi_emb.py", [], EMB_METRICS),
-    ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "3"], EMB_METRICS),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "script, flags, metrics",
+    [
+        ("algos/ppo_poi_diayn.py", DIAYN, DIAYN_METRICS | {"diayn/vae_loss"}),
+        (
+            "algos/ppo_poi_diayn.py",
+            [*DIAYN, "--state-sampler", "rollouts", "--interest-field", "ensemble", "--disc-input", "xy"],
+            DIAYN_METRICS,
+        ),
+        (
+            "algos/ppo_poi_diayn.py",
+            [*DIAYN, "--state-sampler", "rollouts", "--skill-interest", "error", "--model-gaussian"],
+            DIAYN_METRICS,
+        ),
+        ("algos/ppo_poi_emb.py", [], EMB_METRICS),
+        ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "3"], EMB_METRICS),
+    ],
+)
 def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script, flags, metrics):
-    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1280", "--model-target", "key_distance",
-        "--save-model", *flags, script=script)  # fmt: skip
+    run(
+        tmp_path,
+        *SMALL,
+        "--env",
+        "ColorDoorKey-6x6",
+        "--total-timesteps",
+        "1280",
+        "--model-target",
+        "key_distance",
+        "--save-model",
+        *flags,
+        script=script,
+    )
     scalars = read_scalars(only_run_dir(tmp_path))
     assert (DESIGN_METRICS - {"charts/episodic_return", "charts/episodic_length"}) | metrics <= set(scalars)
     if "diayn" in script:
         probs = np.array([[v for _, v in scalars[f"skills/prob_{k}"]] for k in range(5)])
         assert np.allclose(probs.sum(0), 1.0) and np.allclose(probs[:, 0], 0.2)  # uniform during the warm start
-        correct = np.array([v for _, v in scalars["diayn/disc_accuracy"]]) * 2 * 128  # a share of the rollout's 256 steps
+        correct = (
+            np.array([v for _, v in scalars["diayn/disc_accuracy"]]) * 2 * 128
+        )  # a share of the rollout's 256 steps
         assert np.allclose(correct, np.round(correct), atol=1e-3)
 
 
-@pytest.mark.parametrize("script, flags", [
-    ("algos/ppo_poi_diayn.py", ["--num-skills", "1"]),
-    ("algos/ppo_poi_diayn.py", ["--uniform-prior-weight", "1.5"]),
-    ("algos/ppo_poi_diayn.py", ["--disc-input", "xy"]),  # the VAE's samples have no cell
-    ("algos/ppo_poi_diayn.py", ["--skill-interest", "error"]),  # nor targets
-    ("algos/ppo_poi_emb.py", ["--emb-size", "0"]),
-    ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "1"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "script, flags",
+    [
+        ("algos/ppo_poi_diayn.py", ["--num-skills", "1"]),
+        ("algos/ppo_poi_diayn.py", ["--uniform-prior-weight", "1.5"]),
+        ("algos/ppo_poi_diayn.py", ["--disc-input", "xy"]),  # the VAE's samples have no cell
+        ("algos/ppo_poi_diayn.py", ["--skill-interest", "error"]),  # nor targets
+        ("algos/ppo_poi_emb.py", ["--emb-size", "0"]),
+        ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "1"]),
+    ],
+)
 def test_shaping_files_reject_bad_flags_with_one_line(tmp_path, script, flags):
     proc = run(tmp_path, *flags, script=script, check=False)
     assert proc.returncode == 1 and proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
@@ -302,8 +350,21 @@ def test_the_diayn_gate_holds_the_skills_back_until_the_task_is_done(tmp_path):
     """--diayn-after-return: the DIAYN advantage has weight 0 until the mean return of the last 100
     episodes reaches it, so until then the update is --diayn-coef 0's. On MiniGrid-Empty-5x5 a random
     policy is rewarded now and then, so a low bar opens the gate once 100 episodes have ended."""
-    flags = ("--env", "MiniGrid-Empty-5x5-v0", "--num-envs", "8", "--num-steps", "64", "--num-minibatches", "2",
-             "--total-timesteps", "8192", "--eval-steps", "64", *DIAYN)  # fmt: skip
+    flags = (
+        "--env",
+        "MiniGrid-Empty-5x5-v0",
+        "--num-envs",
+        "8",
+        "--num-steps",
+        "64",
+        "--num-minibatches",
+        "2",
+        "--total-timesteps",
+        "8192",
+        "--eval-steps",
+        "64",
+        *DIAYN,
+    )
 
     def scalars(*extra):
         folder = tmp_path / "_".join(extra)

@@ -14,10 +14,21 @@ from common.checks import check_and_fill
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--num-envs", "2", "--num-steps", "128", "--num-minibatches", "2", "--eval-steps", "64"]
 DESIGN_METRICS = {
-    "charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/phase", "charts/learning_rate",
-    "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/old_approx_kl", "losses/approx_kl",
-    "losses/clipfrac", "losses/explained_variance", "external_model/train_loss", "external_model/eval_loss",
-}  # fmt: skip
+    "charts/episodic_return",
+    "charts/episodic_length",
+    "charts/SPS",
+    "charts/phase",
+    "charts/learning_rate",
+    "losses/value_loss",
+    "losses/policy_loss",
+    "losses/entropy",
+    "losses/old_approx_kl",
+    "losses/approx_kl",
+    "losses/clipfrac",
+    "losses/explained_variance",
+    "external_model/train_loss",
+    "external_model/eval_loss",
+}
 
 
 def run(tmp_path, *flags, script="algos/ppo.py", check=True):
@@ -51,8 +62,19 @@ def test_default_env_logs_design_metrics_and_changes_phase(tmp_path):
 
 @pytest.mark.slow
 def test_change_steps_and_three_phases(tmp_path):
-    run(tmp_path, *SMALL, "--total-timesteps", "1536", "--change-steps", "500", "1000",
-        "--correct-key-colors", "red", "blue", "red")  # fmt: skip
+    run(
+        tmp_path,
+        *SMALL,
+        "--total-timesteps",
+        "1536",
+        "--change-steps",
+        "500",
+        "1000",
+        "--correct-key-colors",
+        "red",
+        "blue",
+        "red",
+    )
     phases = read_scalars(only_run_dir(tmp_path))["charts/phase"]
     assert phases == [(256, 0), (512, 1), (768, 1), (1024, 2), (1280, 2), (1536, 2)]
 
@@ -63,8 +85,17 @@ def test_save_model_then_load_and_predict(tmp_path):
     from algos.ppo import Agent, ExternalModel
     from envs import OneHotFlatObs, view_columns
 
-    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "512", "--model-target", "forward",
-        "--save-model")  # fmt: skip
+    run(
+        tmp_path,
+        *SMALL,
+        "--env",
+        "ColorDoorKey-6x6",
+        "--total-timesteps",
+        "512",
+        "--model-target",
+        "forward",
+        "--save-model",
+    )
     run_dir = only_run_dir(tmp_path)
     assert {"agent.pt", "external_model.pt", "args.json"} <= {p.name for p in run_dir.iterdir()}
     model = ExternalModel.load(run_dir / "external_model.pt")
@@ -79,8 +110,17 @@ def test_save_model_then_load_and_predict(tmp_path):
 
 @pytest.mark.parametrize("target", ["key_distance", "agent_dir"])
 def test_info_target_model(tmp_path, target):
-    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1024", "--model-target", target,
-        "--model-gaussian")  # fmt: skip
+    run(
+        tmp_path,
+        *SMALL,
+        "--env",
+        "ColorDoorKey-6x6",
+        "--total-timesteps",
+        "1024",
+        "--model-target",
+        target,
+        "--model-gaussian",
+    )
     scalars = read_scalars(only_run_dir(tmp_path))
     assert np.isfinite([v for _, v in scalars["external_model/eval_loss"]]).all()
     if target == "key_distance":  # a target the colour change moves: how much of each rollout it moves
@@ -165,16 +205,38 @@ def test_bad_flag_value_is_rejected_by_the_parser(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-POI_FILES = ["algos/ppo_poi_disagreement.py", "algos/ppo_poi_ensemble.py", "algos/ppo_poi_grad.py", "algos/ppo_poi_progress.py",
-             "algos/ppo_poi_policy.py"]
-POI_METRICS = {"poi/mean", "poi/max", "poi/intrinsic_reward_mean", "poi/eval_mean", "poi/int_weight", "losses/int_value_loss"}
+POI_FILES = [
+    "algos/ppo_poi_disagreement.py",
+    "algos/ppo_poi_ensemble.py",
+    "algos/ppo_poi_grad.py",
+    "algos/ppo_poi_progress.py",
+    "algos/ppo_poi_policy.py",
+]
+POI_METRICS = {
+    "poi/mean",
+    "poi/max",
+    "poi/intrinsic_reward_mean",
+    "poi/eval_mean",
+    "poi/int_weight",
+    "losses/int_value_loss",
+}
 
 
 @pytest.mark.parametrize("script", POI_FILES)
 @pytest.mark.parametrize("target", ["forward", "key_distance"])
 def test_poi_files_log_everything_ppo_logs_and_poi(tmp_path, script, target):
-    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1024", "--model-target", target,
-        "--save-model", script=script)  # fmt: skip
+    run(
+        tmp_path,
+        *SMALL,
+        "--env",
+        "ColorDoorKey-6x6",
+        "--total-timesteps",
+        "1024",
+        "--model-target",
+        target,
+        "--save-model",
+        script=script,
+    )
     scalars = read_scalars(only_run_dir(tmp_path))
     assert (DESIGN_METRICS - {"charts/episodic_return", "charts/episodic_length"}) | POI_METRICS <= set(scalars)
     poi = [v for _, v in scalars["poi/mean"]]
@@ -208,7 +270,9 @@ def test_reward_flags_change_the_update(tmp_path, script="algos/ppo_poi_ensemble
     assert max(v for _, v in from_start["charts/episodic_return"]) > 0  # task rewards came
     assert {v for _, v in from_start["poi/int_weight"]} == {1.0}
     assert policy_losses(scalars("--int-after-return", "0", "--int-coef", "0.5"))[0] != policy_losses(from_start)[0]
-    assert policy_losses(scalars("--int-after-return", "0", "--int-coef", "3", "--ext-coef", "6")) == policy_losses(from_start)
+    assert policy_losses(scalars("--int-after-return", "0", "--int-coef", "3", "--ext-coef", "6")) == policy_losses(
+        from_start
+    )
     gated = scalars()
     assert {v for _, v in gated["poi/int_weight"]} == {0.0}
     assert policy_losses(gated) == policy_losses(scalars("--int-coef", "0"))
@@ -225,8 +289,17 @@ def test_reward_flags_change_the_update(tmp_path, script="algos/ppo_poi_ensemble
 @pytest.mark.parametrize("script", ["algos/ppo.py", "algos/ppo_poi_ensemble.py"])
 def test_batched_vector_env_gives_the_same_run(tmp_path, script):
     """The batched env is step-equal to the minigrid one, so a whole run logs the same scalars."""
-    flags = (*SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1024", "--change-steps", "500",
-             "--model-target", "key_distance")  # fmt: skip
+    flags = (
+        *SMALL,
+        "--env",
+        "ColorDoorKey-6x6",
+        "--total-timesteps",
+        "1024",
+        "--change-steps",
+        "500",
+        "--model-target",
+        "key_distance",
+    )
     logs = []
     for vector_env in ("minigrid", "batched"):
         (tmp_path / vector_env).mkdir()
@@ -237,7 +310,13 @@ def test_batched_vector_env_gives_the_same_run(tmp_path, script):
     assert logs[0] == logs[1]
 
 
-DISCRETE_FILES = ["algos/ppo.py", "algos/ppo_poi_replay.py", *POI_FILES, "algos/ppo_poi_diayn.py", "algos/ppo_poi_emb.py"]
+DISCRETE_FILES = [
+    "algos/ppo.py",
+    "algos/ppo_poi_replay.py",
+    *POI_FILES,
+    "algos/ppo_poi_diayn.py",
+    "algos/ppo_poi_emb.py",
+]
 
 
 @pytest.mark.parametrize("script", DISCRETE_FILES)
@@ -258,8 +337,19 @@ def test_a_terminated_run_exits_with_one_line_and_keeps_its_logs(tmp_path, signa
     """SIGTERM (a sweep's timeout, `kill`); Ctrl-C and resuming: tests/test_checkpoint.py."""
     import signal
 
-    cmd = [sys.executable, str(ROOT / "algos/ppo.py"), "--runs-dir", str(tmp_path / "runs"), *SMALL, "--env",
-           "ColorDoorKey-6x6", "--model-target", "key_distance", "--total-timesteps", "10240000"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(ROOT / "algos/ppo.py"),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        *SMALL,
+        "--env",
+        "ColorDoorKey-6x6",
+        "--model-target",
+        "key_distance",
+        "--total-timesteps",
+        "10240000",
+    ]
     process = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stdout.readline().startswith("run folder: ")
     for _ in range(3):  # three iterations logged
@@ -272,11 +362,26 @@ def test_a_terminated_run_exits_with_one_line_and_keeps_its_logs(tmp_path, signa
     assert len(read_scalars(run_dir)["losses/policy_loss"]) >= 3 and not (run_dir / "finished.json").exists()
 
 
-@pytest.mark.parametrize("flags, quantity", [(["--model-learning-rate", "1e30"], "the external model's loss is"),
-                                             (["--learning-rate", "1e30"], "the PPO loss")])  # fmt: skip
+@pytest.mark.parametrize(
+    "flags, quantity",
+    [
+        (["--model-learning-rate", "1e30"], "the external model's loss is"),
+        (["--learning-rate", "1e30"], "the PPO loss"),
+    ],
+)
 def test_a_non_finite_loss_stops_the_run_with_one_line_naming_it(tmp_path, flags, quantity):
-    proc = run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--model-target", "key_distance", "--total-timesteps",
-               "4096", *flags, check=False)  # fmt: skip
+    proc = run(
+        tmp_path,
+        *SMALL,
+        "--env",
+        "ColorDoorKey-6x6",
+        "--model-target",
+        "key_distance",
+        "--total-timesteps",
+        "4096",
+        *flags,
+        check=False,
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: " + quantity), proc.stderr
     assert "in the iteration after global step" in lines[0] and not (only_run_dir(tmp_path) / "finished.json").exists()

@@ -47,14 +47,28 @@ FAKE_ALGO = textwrap.dedent(f"""
 def run_sweep(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
     script = tmp_path / "fake_algo.py"
     script.write_text(FAKE_ALGO)
-    cmd = [sys.executable, "-m", "common.sweep", "--algos", str(script), "--envs", "E", "--out", str(tmp_path / "sw"), *flags]
+    cmd = [
+        sys.executable,
+        "-m",
+        "common.sweep",
+        "--algos",
+        str(script),
+        "--envs",
+        "E",
+        "--out",
+        str(tmp_path / "sw"),
+        *flags,
+    ]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
 def test_sweep_skips_finished_runs_and_records_failed_ones(tmp_path):
     first = run_sweep(tmp_path, "--seeds", "1", "2", "3", "--workers", "2", "--extra", "--fail-seeds 2")
     assert first.returncode == 1, first.stdout + first.stderr
-    assert "FAILED E__fake_algo__2 (exit code 1; starts over on the next start)" in first.stdout and "diverged at step 7" in first.stdout
+    assert (
+        "FAILED E__fake_algo__2 (exit code 1; starts over on the next start)" in first.stdout
+        and "diverged at step 7" in first.stdout
+    )
     failed = json.loads((tmp_path / "sw/logs/E__fake_algo__2.failed.json").read_text())
     assert failed["exit_code"] == 1 and "diverged at step 7" in failed["log_tail"]
     assert len(list((tmp_path / "sw/runs").iterdir())) == 2  # seeds 1 and 3 went on and finished
@@ -72,16 +86,29 @@ def test_sweep_skips_finished_runs_and_records_failed_ones(tmp_path):
 def test_a_sweep_skips_the_runs_a_committed_series_holds_as_finished(tmp_path):
     from common import series
 
-    done = {"run": "E__fake_algo__2__1002", "env": "E", "method": "fake_algo", "seed": 2, "finished": True,
-            "tags": {}, "episodes": {}, "phases": []}  # fmt: skip
-    series.write([done, {**done, "run": "E__fake_algo__3__1003", "seed": 3, "finished": False}], tmp_path / "s.jsonl.gz")
+    done = {
+        "run": "E__fake_algo__2__1002",
+        "env": "E",
+        "method": "fake_algo",
+        "seed": 2,
+        "finished": True,
+        "tags": {},
+        "episodes": {},
+        "phases": [],
+    }
+    series.write(
+        [done, {**done, "run": "E__fake_algo__3__1003", "seed": 3, "finished": False}], tmp_path / "s.jsonl.gz"
+    )
     result = run_sweep(tmp_path, "--seeds", "1", "2", "3", "--workers", "1", "--done", str(tmp_path / "s.jsonl.gz"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"skip E__fake_algo__2: finished in {tmp_path / 's.jsonl.gz'} (E__fake_algo__2__1002)" in result.stdout
     assert "done 3/3 (skipped 1)" in result.stdout  # seed 3 did not finish there: it runs
     assert sorted(p.name.split("__")[2] for p in (tmp_path / "sw/runs").iterdir()) == ["1", "3"]
     missing = run_sweep(tmp_path, "--seeds", "1", "--done", str(tmp_path / "nope.jsonl.gz"))
-    assert missing.returncode == 1 and missing.stderr.strip() == f"error: --done: no series file at {tmp_path / 'nope.jsonl.gz'}"
+    assert (
+        missing.returncode == 1
+        and missing.stderr.strip() == f"error: --done: no series file at {tmp_path / 'nope.jsonl.gz'}"
+    )
 
 
 def test_sweep_on_a_local_ray_instance(tmp_path):
@@ -93,9 +120,15 @@ def test_sweep_on_a_local_ray_instance(tmp_path):
 
 
 def test_sweep_plans_labels_and_rejects_bad_input(tmp_path):
-    runs = sweep.plan_runs(["ppo", "ppo_poi_ensemble --int-coef 0.1"], ["E"], [1, 2], ["--total-timesteps", "9"], tmp_path)
-    assert [run.key for run in runs] == ["E__ppo__1", "E__ppo_poi_ensemble-int-coef-0.1__1",
-                                         "E__ppo__2", "E__ppo_poi_ensemble-int-coef-0.1__2"]  # fmt: skip
+    runs = sweep.plan_runs(
+        ["ppo", "ppo_poi_ensemble --int-coef 0.1"], ["E"], [1, 2], ["--total-timesteps", "9"], tmp_path
+    )
+    assert [run.key for run in runs] == [
+        "E__ppo__1",
+        "E__ppo_poi_ensemble-int-coef-0.1__1",
+        "E__ppo__2",
+        "E__ppo_poi_ensemble-int-coef-0.1__2",
+    ]
     assert runs[1].command[-4:] == ("--int-coef", "0.1", "--total-timesteps", "9")
     with pytest.raises(ValueError, match="unknown algorithm 'nope'.*known: .*ppo"):
         sweep.resolve_algo("nope")
@@ -123,8 +156,12 @@ def write_run(folder: Path, method: str, seed: int, high: float, finished: bool 
     for i in range(2 * PER_PHASE):
         step, phase, index = (i + 1) * EVERY, i // PER_PHASE, i % PER_PHASE
         loss = high if index < DROP_AT else 0.0
-        scalars = {"charts/phase": phase, "external_model/train_loss": loss, "external_model/eval_loss": loss,
-                   "charts/episodic_return": float(phase == 0 and index >= DROP_AT)}  # fmt: skip
+        scalars = {
+            "charts/phase": phase,
+            "external_model/train_loss": loss,
+            "external_model/eval_loss": loss,
+            "charts/episodic_return": float(phase == 0 and index >= DROP_AT),
+        }
         for tag, value in scalars.items():
             if tags is None or tag in tags:
                 writer.add_scalar(tag, value, step)
@@ -244,12 +281,18 @@ def test_analysis_rejects_bad_input_with_one_line(tmp_path):
     cases = [
         ([str(tmp_path / "nowhere")], f"error: no folder at {tmp_path / 'nowhere'}"),
         ([str(tmp_path / "empty")], f"error: no runs (TensorBoard event files) under {tmp_path / 'empty'}"),
-        ([str(tmp_path / "bare")], "error: no run has the scalars the analysis needs: passed over "
-                                   "ColorDoorKey-6x6__m__1__1001: no external_model/train_loss, external_model/eval_loss"),
+        (
+            [str(tmp_path / "bare")],
+            "error: no run has the scalars the analysis needs: passed over "
+            "ColorDoorKey-6x6__m__1__1001: no external_model/train_loss, external_model/eval_loss",
+        ),
         ([str(tmp_path / "ok"), "--baseline", "ppo"], "error: baseline 'ppo' is not in the sweep; methods: m"),
         ([str(tmp_path / "ok"), "--methods", "m", "ppo"], "error: --methods: no runs of ppo; methods found: m"),
-        ([str(tmp_path / "ok"), "--eval-threshold", "5"], "error: --eval-threshold 5 is above every run's smoothed eval "
-                                                          "loss (at most 3): every adaptation would be 0"),
+        (
+            [str(tmp_path / "ok"), "--eval-threshold", "5"],
+            "error: --eval-threshold 5 is above every run's smoothed eval "
+            "loss (at most 3): every adaptation would be 0",
+        ),
     ]
     for args, message in cases:
         result = analyse(*args)
@@ -259,21 +302,44 @@ def test_analysis_rejects_bad_input_with_one_line(tmp_path):
 
 def test_a_tiny_real_sweep_analysed_end_to_end(tmp_path):
     # 2 envs x 1,024 steps: episodes end (6x6 times out at 360 steps) in both phases
-    extra = "--total-timesteps 2048 --num-envs 2 --num-steps 128 --num-minibatches 2 --eval-every 1 --eval-steps 64 " \
-            "--model-target key_distance --change-steps 1024"  # fmt: skip
-    cmd = [sys.executable, "-m", "common.sweep", "--algos", "ppo", "ppo_poi_ensemble", "--envs", "ColorDoorKey-6x6",
-           "--seeds", "1", "2",
-           "--out", str(tmp_path / "sw"), "--workers", "2", "--extra", extra]  # fmt: skip
+    extra = (
+        "--total-timesteps 2048 --num-envs 2 --num-steps 128 --num-minibatches 2 --eval-every 1 --eval-steps 64 "
+        "--model-target key_distance --change-steps 1024"
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "common.sweep",
+        "--algos",
+        "ppo",
+        "ppo_poi_ensemble",
+        "--envs",
+        "ColorDoorKey-6x6",
+        "--seeds",
+        "1",
+        "2",
+        "--out",
+        str(tmp_path / "sw"),
+        "--workers",
+        "2",
+        "--extra",
+        extra,
+    ]
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     result = analyse(str(tmp_path / "sw"), "--baseline", "ppo", "--eval-threshold", "30", "--train-threshold", "30")
     assert result.returncode == 0, result.stderr
     data = json.loads((tmp_path / "sw/analysis/results.json").read_text())
     assert sorted((r["method"], r["seed"]) for r in data["runs"]) == [
-        ("ppo", 1), ("ppo", 2), ("ppo_poi_ensemble", 1), ("ppo_poi_ensemble", 2)]
+        ("ppo", 1),
+        ("ppo", 2),
+        ("ppo_poi_ensemble", 1),
+        ("ppo_poi_ensemble", 2),
+    ]
     assert all(r["finished"] and [p["phase"] for p in r["phases"]] == [0, 1] for r in data["runs"])
     assert {(r["method"], r["phase"]) for r in data["aggregates"]} == {
-        (m, p) for m in ("ppo", "ppo_poi_ensemble") for p in (0, 1)}
+        (m, p) for m in ("ppo", "ppo_poi_ensemble") for p in (0, 1)
+    }
     assert "| ColorDoorKey-6x6 | 1 | ppo_poi_ensemble | 2 |" in (tmp_path / "sw/analysis/results.md").read_text()
     assert (tmp_path / "sw/analysis/adaptation_ColorDoorKey-6x6.png").is_file()
 
@@ -285,8 +351,13 @@ def test_curve_agreement_counts_points_within_each_others_bands():
     # point 0: both inside; 1: the method's IQM outside the base band; 2: the base IQM outside the method's band;
     # 3: the method's IQM (1.2) outside the narrow base band
     other = {"iqm": [1.2, 2.0, 1.4, 1.2], "low": [0.8, 1.5, 1.3, 0.5], "high": [1.6, 2.5, 1.6, 2.0]}
-    data = {"Env": {"steps": [0, 1, 2, 3], "phase_starts": [0],
-                    "methods": {"base": {"return": base}, "other": {"return": other, "eval_loss": other}}}}  # fmt: skip
+    data = {
+        "Env": {
+            "steps": [0, 1, 2, 3],
+            "phase_starts": [0],
+            "methods": {"base": {"return": base}, "other": {"return": other, "eval_loss": other}},
+        }
+    }
     (row,) = curve_agreement(data, "base")  # eval_loss: the baseline has no such curve
     assert row == {"env": "Env", "method": "other", "curve": "return", "share": 0.25}
 
@@ -297,8 +368,26 @@ def test_one_interrupt_stops_the_whole_sweep_and_records_the_running_runs(tmp_pa
 
     script = tmp_path / "fake_algo.py"
     script.write_text(FAKE_ALGO)
-    cmd = [sys.executable, "-m", "common.sweep", "--algos", str(script), "--envs", "E", "--out", str(tmp_path / "sw"),
-           "--seeds", "1", "2", "3", "4", "--workers", "2", "--extra", "--sleep 60"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "common.sweep",
+        "--algos",
+        str(script),
+        "--envs",
+        "E",
+        "--out",
+        str(tmp_path / "sw"),
+        "--seeds",
+        "1",
+        "2",
+        "3",
+        "4",
+        "--workers",
+        "2",
+        "--extra",
+        "--sleep 60",
+    ]
     sweep_process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     logs = [tmp_path / f"sw/logs/E__fake_algo__{seed}.log" for seed in (1, 2)]
     deadline = time.time() + 60
@@ -327,9 +416,11 @@ def test_one_interrupt_stops_the_whole_sweep_and_records_the_running_runs(tmp_pa
 def test_interest_plot_normalises_by_the_level_before_the_change(tmp_path):
     from common import interest_plot
 
-    scalars = {"charts/phase": [(s, 0 if s < 1000 else 1) for s in range(100, 3001, 100)],
-               "poi/mean": [(s, 2.0 if s < 1000 else 20.0) for s in range(100, 3001, 100)],
-               "external_model/train_loss": [(s, 5.0) for s in range(1000, 3001, 100)]}  # fmt: skip
+    scalars = {
+        "charts/phase": [(s, 0 if s < 1000 else 1) for s in range(100, 3001, 100)],
+        "poi/mean": [(s, 2.0 if s < 1000 else 20.0) for s in range(100, 3001, 100)],
+        "external_model/train_loss": [(s, 5.0) for s in range(1000, 3001, 100)],
+    }
     grid = np.array([-500.0, -100.0, 500.0, 1500.0])
     curves = interest_plot.relative_curves(scalars, grid, before=500)
     assert set(curves) == {"poi/mean"}  # the loss has no value before the change: left out

@@ -66,10 +66,15 @@ def test_benchmark_times_each_poi_field_on_distinct_inputs_and_rejects_bad_flags
             assert m["mean_cv"] > 0 and m["input_cv"] > 0.01 and m["correlation"] < 1
     m = poi_measurements("ppo_poi_ensemble", env_id, "key_distance", num_steps=200, rounds=1)
     assert m["distinct"] == len(np.unique(data["obs"], axis=0))
-    bad = ((["--algos", "ppo"], "--poi knows"), (["--env", "MiniGrid-Empty-5x5-v0"], "needs ColorDoorKey"),
-           (["--poi-steps", "0"], "must be positive"))  # fmt: skip
+    bad = (
+        (["--algos", "ppo"], "--poi knows"),
+        (["--env", "MiniGrid-Empty-5x5-v0"], "needs ColorDoorKey"),
+        (["--poi-steps", "0"], "must be positive"),
+    )
     for flags, message in bad:
-        proc = subprocess.run([sys.executable, "-m", "common.benchmark", "--poi", *flags], capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "common.benchmark", "--poi", *flags], capture_output=True, text=True
+        )
         assert proc.returncode == 1 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
@@ -80,8 +85,12 @@ def test_benchmark_compare_exports_a_revision_and_rejects_unknown_ones(tmp_path)
     if head.returncode:
         pytest.skip("not a git checkout")
     assert (export_revision("HEAD", tmp_path / "head") / "algos" / "ppo.py").read_bytes() == head.stdout
-    proc = subprocess.run([sys.executable, "-m", "common.benchmark", "--compare", "no-such-revision"], capture_output=True,
-                          text=True, cwd=ROOT)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "common.benchmark", "--compare", "no-such-revision"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 1 and "not a revision" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
@@ -101,13 +110,30 @@ def test_the_last_image_of_a_tag_is_read_back_and_written_upscaled(tmp_path):
     step, png = last_image(tmp_path / "run", "maps")
     assert step == 20 and png.startswith(b"\x89PNG")
     out = tmp_path / "big.png"
-    done = subprocess.run([sys.executable, "-m", "common.tb", str(tmp_path / "run"), "--image", "maps", "--out", str(out),
-                           "--scale", "4"], capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "common.tb",
+            str(tmp_path / "run"),
+            "--image",
+            "maps",
+            "--out",
+            str(out),
+            "--scale",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     pixels = matplotlib.image.imread(out)[..., 0]  # grey, written as RGBA
     assert pixels.shape == (8, 12) and np.allclose(pixels, np.kron(last[0].numpy(), np.ones((4, 4))), atol=1 / 255)
-    missing = subprocess.run([sys.executable, "-m", "common.tb", str(tmp_path / "run"), "--image", "nope", "--out",
-                              str(out)], capture_output=True, text=True)  # fmt: skip
+    missing = subprocess.run(
+        [sys.executable, "-m", "common.tb", str(tmp_path / "run"), "--image", "nope", "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert missing.returncode == 1 and missing.stderr.strip() == f"error: no image 'nope' in {tmp_path / 'run'}"
 
 
@@ -134,8 +160,20 @@ def test_benchmark_counts_a_runs_matrix_products_as_worked_by_hand():
     from envs import view_columns
 
     # one iteration of 2 envs x 4 steps, one minibatch of all 8 rows, one epoch; no episode ends
-    flags = ["--num-envs", "2", "--num-steps", "4", "--num-minibatches", "1", "--update-epochs", "1",
-             "--model-target", "key_distance", "--vector-env", "batched"]  # fmt: skip
+    flags = [
+        "--num-envs",
+        "2",
+        "--num-steps",
+        "4",
+        "--num-minibatches",
+        "1",
+        "--update-epochs",
+        "1",
+        "--model-target",
+        "key_distance",
+        "--vector-env",
+        "batched",
+    ]
     counts = product_flops("ppo", "ColorDoorKey-6x6", 8, flags)
     columns = len(view_columns(resolve_env_id("ColorDoorKey-6x6")))
 
@@ -162,7 +200,8 @@ def test_same_scalars_names_the_first_difference_of_two_runs():
     a = {"losses/value_loss": [(128, 0.5), (256, 0.25)], "charts/phase": [(128, 0.0), (256, 1.0)]}
     assert first_difference(a, {tag: list(series) for tag, series in a.items()}) is None
     assert first_difference(a, {**a, "losses/value_loss": [(128, 0.5), (256, 0.2500001)]}) == (
-        "losses/value_loss at step 256: 0.25 here, 0.2500001 at step 256 there")
+        "losses/value_loss at step 256: 0.25 here, 0.2500001 at step 256 there"
+    )
     assert "2 points here, 1 there" in first_difference(a, {**a, "charts/phase": [(128, 0.0)]})
     assert "only there ['poi/mean']" in first_difference(a, {**a, "poi/mean": [(128, 1.0)]})
 
@@ -170,7 +209,9 @@ def test_same_scalars_names_the_first_difference_of_two_runs():
 @pytest.mark.slow
 def test_same_scalars_finds_a_checkout_the_same_as_its_own_head_and_refuses_an_unknown_revision():
     root = Path(__file__).resolve().parents[1]
-    flags = "--env ColorDoorKey-6x6 --total-timesteps 512 --num-envs 2 --num-steps 128 --num-minibatches 2 --eval-steps 64"
+    flags = (
+        "--env ColorDoorKey-6x6 --total-timesteps 512 --num-envs 2 --num-steps 128 --num-minibatches 2 --eval-steps 64"
+    )
     command = [sys.executable, "-m", "common.same_scalars", "--algos", "ppo", "--extra", flags, "--against"]
     same = subprocess.run([*command, "HEAD"], capture_output=True, text=True, cwd=root)
     assert same.returncode == 0 and "1 of 1 the same as HEAD" in same.stdout, same.stdout + same.stderr

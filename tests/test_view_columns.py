@@ -15,19 +15,38 @@ from envs.views import CHANNEL_OFFSETS
 
 CUSTOM = "ColorDoorKey-TestColumns-v0"  # a purple door and three keys: more colours than the registered ids
 if CUSTOM not in gym.registry:
-    gym.register(CUSTOM, entry_point=ColorDoorKeyEnv,
-                 kwargs=dict(size=8, door_color="purple", key_colors=("green", "yellow", "blue"), correct_key_color="blue"))
+    gym.register(
+        CUSTOM,
+        entry_point=ColorDoorKeyEnv,
+        kwargs=dict(size=8, door_color="purple", key_colors=("green", "yellow", "blue"), correct_key_color="blue"),
+    )
 
-DISCRETE_FILES = ["ppo", "ppo_poi_replay", "ppo_poi_disagreement", "ppo_poi_ensemble", "ppo_poi_grad",
-                  "ppo_poi_progress", "ppo_poi_diayn", "ppo_poi_emb", "ppo_poi_policy"]
+DISCRETE_FILES = [
+    "ppo",
+    "ppo_poi_replay",
+    "ppo_poi_disagreement",
+    "ppo_poi_ensemble",
+    "ppo_poi_grad",
+    "ppo_poi_progress",
+    "ppo_poi_diayn",
+    "ppo_poi_emb",
+    "ppo_poi_policy",
+]
 
 
 def set_columns(obs):
     return set(np.flatnonzero(np.asarray(obs).reshape(-1, 980).any(0)))
 
 
-@pytest.mark.parametrize("env_id, colours, small", [("ColorDoorKey-6x6-v0", 4, True), ("ColorDoorKey-8x8-v0", 4, True),
-                                                    ("ColorDoorKey-16x16-v0", 4, False), (CUSTOM, 6, True)])
+@pytest.mark.parametrize(
+    "env_id, colours, small",
+    [
+        ("ColorDoorKey-6x6-v0", 4, True),
+        ("ColorDoorKey-8x8-v0", 4, True),
+        ("ColorDoorKey-16x16-v0", 4, False),
+        (CUSTOM, 6, True),
+    ],
+)
 def test_the_view_columns_hold_every_column_a_view_sets(env_id, colours, small):
     columns = view_columns(env_id)
     # by hand: 6 object types (unseen, empty, wall, door, key, goal), the colours (red, grey, green, and the door's

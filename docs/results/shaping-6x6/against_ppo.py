@@ -34,13 +34,17 @@ def after_change(runs: list[dict], metric: str) -> dict[str, np.ndarray]:
 def main() -> None:
     study = json.loads((HERE.parent / "interest-study-6x6" / "results.json").read_text())["runs"]
     here = json.loads((HERE / "results.json").read_text())["runs"]
-    columns = [("held-out loss < 1 after the change / PPO", "eval_adaptation", PPO),
-               ("changed views < 1 / PPO", "changed_adaptation", PPO),
-               ("changed views < 1 / the noise control", "changed_adaptation", NOISE)]
+    columns = [
+        ("held-out loss < 1 after the change / PPO", "eval_adaptation", PPO),
+        ("changed views < 1 / PPO", "changed_adaptation", PPO),
+        ("changed views < 1 / the noise control", "changed_adaptation", NOISE),
+    ]
     print("| method | runs | " + " | ".join(title for title, _, _ in columns) + " |")
     print("|-|-|" + "-|" * len(columns))
-    ratios = [ratio_estimates(after_change(here, metric), after_change(study, metric)[base], reps=5000, seed=0)
-              for _, metric, base in columns]
+    ratios = [
+        ratio_estimates(after_change(here, metric), after_change(study, metric)[base], reps=5000, seed=0)
+        for _, metric, base in columns
+    ]
     runs_per_method = {m: len(v) for m, v in after_change(here, "eval_adaptation").items()}
     for method in sorted(ratios[0]):
         cells = [f"{r:.2f} [{lo:.2f}, {hi:.2f}]" for r, lo, hi in (column[method] for column in ratios)]

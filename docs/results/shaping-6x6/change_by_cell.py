@@ -51,8 +51,10 @@ def main(env_name: str) -> None:
         obs, _, _, _, info = env.step(rng.integers(env.single_action_space.n, size=LAYOUTS))
     visited = visits > 0
     share = visits / visits.sum()
-    print(f"{env_name}: {LAYOUTS} layouts x {STEPS} random steps; changed share {changed.sum() / visits.sum():.3f}, "
-          f"mean squared change {squared.sum() / visits.sum():.1f}\n")  # fmt: skip
+    print(
+        f"{env_name}: {LAYOUTS} layouts x {STEPS} random steps; changed share {changed.sum() / visits.sum():.3f}, "
+        f"mean squared change {squared.sum() / visits.sum():.1f}\n"
+    )
     print(table("share of visits", share, visited, ".3f"), end="\n\n")
     print(table("changed share", changed / np.maximum(visits, 1), visited, ".2f"), end="\n\n")
     print(table("mean squared change", squared / np.maximum(visits, 1), visited, ".1f"))

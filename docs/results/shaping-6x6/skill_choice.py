@@ -29,7 +29,9 @@ WINDOWS = [(300_000, 400_000), (400_000, 500_000), (500_000, 800_001)]
 
 def per_iteration(scalars: dict, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     """(steps, values of shape (iterations, skills)) of the scalars `prefix<k>`."""
-    keys = sorted((k for k in scalars if re.fullmatch(re.escape(prefix) + r"\d+", k)), key=lambda k: int(k[len(prefix):]))
+    keys = sorted(
+        (k for k in scalars if re.fullmatch(re.escape(prefix) + r"\d+", k)), key=lambda k: int(k[len(prefix) :])
+    )
     steps = np.array([s for s, _ in scalars[keys[0]]])
     return steps, np.array([[v for _, v in scalars[k]] for k in keys]).T
 
@@ -53,7 +55,9 @@ def skill_interest(scalars: dict) -> list[str]:
     """The skills' mean POI, then the top skill's POI over that mean, before and after the change."""
     steps, poi = per_iteration(scalars, "poi/skill_")
     windows = [(steps >= a) & (steps < b) for a, b in ((300_000, 400_000), (450_000, 550_000))]
-    return [f"{poi[w].mean():.3g}" for w in windows] + [f"{(poi[w].max(1) / poi[w].mean(1)).mean():.2f}" for w in windows]
+    return [f"{poi[w].mean():.3g}" for w in windows] + [
+        f"{(poi[w].max(1) / poi[w].mean(1)).mean():.2f}" for w in windows
+    ]
 
 
 def interest_persistence(scalars: dict) -> list[str]:
@@ -83,10 +87,15 @@ def distinct_skills(scalars: dict) -> list[str]:
 
 
 TABLES = [
-    (" | ".join(f"{a // 1000}k-{b // 1000}k: max prob, KL, share to the top-POI skill" for a, b in WINDOWS), skill_choice),
+    (
+        " | ".join(f"{a // 1000}k-{b // 1000}k: max prob, KL, share to the top-POI skill" for a, b in WINDOWS),
+        skill_choice,
+    ),
     ("mean skill POI 300k-400k | 450k-550k | top skill's POI / mean, 300k-400k | 450k-550k", skill_interest),
-    ("top skill as the iteration before | interest's correlation with the iteration before | 10 before",
-     interest_persistence),
+    (
+        "top skill as the iteration before | interest's correlation with the iteration before | 10 before",
+        interest_persistence,
+    ),
     ("fresh accuracy 350k-400k | 750k-800k | twice chance first reached at", distinct_skills),
 ]
 
