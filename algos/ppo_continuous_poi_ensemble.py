@@ -109,8 +109,10 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
 # what each flag may take, checked before the run starts (common/checks.py): "positive" (an integer, or each of a
 # tuple's), or an interval with open "(" or closed "[" ends; an optional flag left at None passes
 RANGES = {
-    "positive": "total_timesteps num_envs num_steps num_minibatches update_epochs model_epochs model_batch_size "
-    "torch_threads model_hidden_sizes",
+    "positive": (
+        "total_timesteps num_envs num_steps num_minibatches update_epochs model_epochs model_batch_size "
+        "torch_threads model_hidden_sizes"
+    ),
     "(0, inf)": "learning_rate clip_coef max_grad_norm target_kl model_learning_rate",
     "[0, inf)": "seed checkpoint_every ent_coef vf_coef int_coef ext_coef reward_warmstart",
     "(0, 1]": "gamma int_gamma",
@@ -175,9 +177,8 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(
-            nn.Linear(64, 1), std=1.0
-        )  # intrinsic value head: reads the critic's body, never trains it
+        # intrinsic value head: reads the critic's body, never trains it
+        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)
         self.actor_mean = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 64)),
             nn.Tanh(),
@@ -406,6 +407,7 @@ if __name__ == "__main__":
                 envs=env_state(envs),
             )
 
+        run.start_loop(global_step)  # the clock starts; a stop now waits for the iteration's checkpoint
         for iteration in range(iteration + 1, args.num_iterations + 1):
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:

@@ -165,12 +165,17 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
 # what each flag may take, checked before the run starts (common/checks.py): "positive" (an integer, or each of a
 # tuple's), or an interval with open "(" or closed "[" ends; an optional flag left at None passes
 RANGES = {
-    "positive": "total_timesteps num_envs num_steps num_minibatches update_epochs model_hidden_sizes model_epochs "
-    "model_batch_size eval_every eval_steps eval_episode_steps skill_states vae_latent torch_threads",
-    "(0, inf)": "learning_rate clip_coef max_grad_norm target_kl model_learning_rate disc_learning_rate "
-    "skill_temperature",
-    "[0, inf)": "seed checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min diayn_coef ext_coef "
-    "diayn_after_return skill_steps reward_warmstart skill_warmstart",
+    "positive": (
+        "total_timesteps num_envs num_steps num_minibatches update_epochs model_hidden_sizes model_epochs "
+        "model_batch_size eval_every eval_steps eval_episode_steps skill_states vae_latent torch_threads"
+    ),
+    "(0, inf)": (
+        "learning_rate clip_coef max_grad_norm target_kl model_learning_rate disc_learning_rate skill_temperature"
+    ),
+    "[0, inf)": (
+        "seed checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min diayn_coef ext_coef "
+        "diayn_after_return skill_steps reward_warmstart skill_warmstart"
+    ),
     "(0, 1]": "gamma",
     "[0, 1]": "gae_lambda uniform_prior_weight",
     "[0, 1)": "model_dropout",
@@ -228,9 +233,8 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(
-            nn.Linear(64, 1), std=1.0
-        )  # intrinsic value head: reads the critic's body, never trains it
+        # intrinsic value head: reads the critic's body, never trains it
+        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)
         self.actor = nn.Sequential(
             keep_columns(layer_init(nn.Linear(obs_dim, 256)), columns),
             nn.Tanh(),
@@ -664,25 +668,26 @@ if __name__ == "__main__":
 
         # optimisation: the first layers read only the columns of the view the env can set (common/columns.py)
         columns = view_columns(env_id)
-        agent_columns = (
-            None if columns is None else [*columns, *range(obs_dim, obs_dim + args.num_skills)]
-        )  # and the skill's
+        # and the skill's
+        agent_columns = None if columns is None else [*columns, *range(obs_dim, obs_dim + args.num_skills)]
         agent = Agent(obs_dim + args.num_skills, num_actions, args.bf16, columns=agent_columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        model_args = (
-            args.model_target,
-            args.model_hidden_sizes,
-            args.model_dropout,
-            args.model_gaussian,
-            args.model_nll_beta,
-        )
         num_members = args.ensemble_size if args.interest_field == "ensemble" else 1
         model_columns = None if args.state_sampler == "vae" else columns  # the VAE's samples can set any column
-        model = ExternalModel(obs_dim, num_actions, *model_args, num_members, columns=model_columns).to(device)
+        model = ExternalModel(
+            obs_dim,
+            num_actions,
+            target=args.model_target,
+            hidden_sizes=args.model_hidden_sizes,
+            dropout=args.model_dropout,
+            gaussian=args.model_gaussian,
+            nll_beta=args.model_nll_beta,
+            num_members=num_members,
+            columns=model_columns,
+        ).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
-        eval_generator = torch.Generator(device).manual_seed(
-            args.seed
-        )  # logging's own draws: training ignores --eval-every
+        # logging's own draws: training ignores --eval-every
+        eval_generator = torch.Generator(device).manual_seed(args.seed)
         grid_size = gym.spec(env_id).kwargs["size"] if is_color_door_key(env_id) else 0  # its info has the cells
         disc = discriminator(obs_dim if args.disc_input == "view" else 2 * grid_size, args.num_skills).to(device)
         disc_optimizer = optim.Adam(disc.parameters(), lr=args.disc_learning_rate, fused=True)
@@ -718,9 +723,8 @@ if __name__ == "__main__":
         final_diayn_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
         skills = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long).to(device)
         skill_ends = torch.zeros((args.num_steps, args.num_envs)).to(device)  # a skill's last step within an episode
-        fresh = torch.zeros((args.num_steps, args.num_envs), dtype=torch.bool).to(
-            device
-        )  # its skill began this rollout
+        # its skill began this rollout
+        fresh = torch.zeros((args.num_steps, args.num_envs), dtype=torch.bool).to(device)
         next_observations = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
         next_cells = torch.zeros((args.num_steps, args.num_envs, 2), dtype=torch.long).to(device)
         target_size = obs_dim if args.model_target == "forward" else 1
@@ -766,6 +770,7 @@ if __name__ == "__main__":
                 envs=env_state(envs),
             )
 
+        run.start_loop(global_step)  # the clock starts; a stop now waits for the iteration's checkpoint
         for iteration in range(iteration + 1, args.num_iterations + 1):
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:

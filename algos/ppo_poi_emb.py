@@ -157,12 +157,16 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
 # what each flag may take, checked before the run starts (common/checks.py): "positive" (an integer, or each of a
 # tuple's), or an interval with open "(" or closed "[" ends; an optional flag left at None passes
 RANGES = {
-    "positive": "total_timesteps num_envs num_steps num_minibatches update_epochs model_hidden_sizes model_epochs "
-    "model_batch_size eval_every eval_steps eval_episode_steps emb_size emb_set_size emb_queries emb_sets "
-    "emb_updates torch_threads",
+    "positive": (
+        "total_timesteps num_envs num_steps num_minibatches update_epochs model_hidden_sizes model_epochs "
+        "model_batch_size eval_every eval_steps eval_episode_steps emb_size emb_set_size emb_queries emb_sets "
+        "emb_updates torch_threads"
+    ),
     "(0, inf)": "learning_rate clip_coef max_grad_norm target_kl model_learning_rate emb_learning_rate",
-    "[0, inf)": "seed checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min int_coef ext_coef "
-    "int_after_return reward_warmstart",
+    "[0, inf)": (
+        "seed checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min int_coef ext_coef "
+        "int_after_return reward_warmstart"
+    ),
     "(0, 1]": "gamma int_gamma",
     "[0, 1]": "gae_lambda",
     "[0, 1)": "model_dropout int_scale_decay",
@@ -213,9 +217,8 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(
-            nn.Linear(64, 1), std=1.0
-        )  # intrinsic value head: reads the critic's body, never trains it
+        # intrinsic value head: reads the critic's body, never trains it
+        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)
         self.actor = nn.Sequential(
             keep_columns(layer_init(nn.Linear(obs_dim, 256)), columns),
             nn.Tanh(),
@@ -604,20 +607,22 @@ if __name__ == "__main__":
 
         # optimisation: the first layers read only the columns of the view the env can set (common/columns.py)
         columns = view_columns(env_id)
-        agent_columns = (
-            None if columns is None else [*columns, *range(obs_dim, obs_dim + args.emb_size)]
-        )  # and the embedding's
+        # and the embedding's
+        agent_columns = None if columns is None else [*columns, *range(obs_dim, obs_dim + args.emb_size)]
         agent = Agent(obs_dim + args.emb_size, num_actions, args.bf16, columns=agent_columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        model_args = (
-            args.model_target,
-            args.model_hidden_sizes,
-            args.model_dropout,
-            args.model_gaussian,
-            args.model_nll_beta,
-        )
         num_members = args.ensemble_size if args.interest_field == "ensemble" else 1
-        model = ExternalModel(obs_dim, num_actions, *model_args, num_members, columns=columns).to(device)
+        model = ExternalModel(
+            obs_dim,
+            num_actions,
+            target=args.model_target,
+            hidden_sizes=args.model_hidden_sizes,
+            dropout=args.model_dropout,
+            gaussian=args.model_gaussian,
+            nll_beta=args.model_nll_beta,
+            num_members=num_members,
+            columns=columns,
+        ).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
         emb_net = InterestEmbedding(obs_dim, args.emb_size).to(device)
         emb_optimizer = optim.Adam(emb_net.parameters(), lr=args.emb_learning_rate, fused=True)
@@ -689,6 +694,7 @@ if __name__ == "__main__":
                 envs=env_state(envs),
             )
 
+        run.start_loop(global_step)  # the clock starts; a stop now waits for the iteration's checkpoint
         for iteration in range(iteration + 1, args.num_iterations + 1):
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:
@@ -761,9 +767,8 @@ if __name__ == "__main__":
                 args.model_batch_size,
             )
             writer.add_scalar("external_model/train_loss", model_train_loss, global_step)
-            eval_poi = poi_values(
-                model, heldout["obs"], heldout["actions"], args.mc_samples
-            )  # the embedding's held-out targets
+            # the embedding's held-out targets
+            eval_poi = poi_values(model, heldout["obs"], heldout["actions"], args.mc_samples)
             if iteration % args.eval_every == 0 or iteration == args.num_iterations:
                 heldout_eval.log(writer, global_step, obs, actions)
                 writer.add_scalar("poi/eval_mean", eval_poi[heldout["inverse"]].mean().item(), global_step)

@@ -140,14 +140,19 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
 # what each flag may take, checked before the run starts (common/checks.py): "positive" (an integer, or each of a
 # tuple's), or an interval with open "(" or closed "[" ends; an optional flag left at None passes
 RANGES = {
-    "positive": "total_timesteps num_envs num_steps num_minibatches update_epochs model_hidden_sizes model_epochs "
-    "model_batch_size eval_every eval_steps eval_episode_steps torch_threads",
+    "positive": (
+        "total_timesteps num_envs num_steps num_minibatches update_epochs model_hidden_sizes model_epochs "
+        "model_batch_size eval_every eval_steps eval_episode_steps torch_threads"
+    ),
     "(0, inf)": "learning_rate clip_coef max_grad_norm target_kl model_learning_rate",
-    "[0, inf)": "seed checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min int_coef ext_coef "
-    "int_after_return reward_warmstart",
+    "[0, inf)": (
+        "seed checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min int_coef ext_coef "
+        "int_after_return reward_warmstart"
+    ),
     "(0, 1]": "gamma int_gamma",
     "[0, 1]": "gae_lambda",
     "[0, 1)": "model_dropout int_scale_decay",
+    "[2, inf)": "ensemble_size",
 }
 
 
@@ -168,8 +173,6 @@ def fill_in_defaults(args: Args) -> None:
         args.model_target = "key_distance" if color_door_key else "forward"
     if args.model_target != "forward" and not color_door_key:
         raise ValueError(f"--model-target {args.model_target} needs a ColorDoorKey env (its info), got {args.env}")
-    if args.ensemble_size < 2:
-        raise ValueError(f"--ensemble-size must be at least 2, got {args.ensemble_size}")
     fill_in_env_defaults(args)
 
 
@@ -191,9 +194,8 @@ class Agent(nn.Module):
             nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
-        self.critic_int = layer_init(
-            nn.Linear(64, 1), std=1.0
-        )  # intrinsic value head: reads the critic's body, never trains it
+        # intrinsic value head: reads the critic's body, never trains it
+        self.critic_int = layer_init(nn.Linear(64, 1), std=1.0)
         self.actor = nn.Sequential(
             keep_columns(layer_init(nn.Linear(obs_dim, 256)), columns),
             nn.Tanh(),
@@ -473,14 +475,17 @@ if __name__ == "__main__":
         columns = view_columns(env_id)
         agent = Agent(obs_dim, num_actions, args.bf16, columns=columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        model_args = (
-            args.model_target,
-            args.model_hidden_sizes,
-            args.model_dropout,
-            args.model_gaussian,
-            args.model_nll_beta,
-        )
-        model = ExternalModel(obs_dim, num_actions, *model_args, args.ensemble_size, columns=columns).to(device)
+        model = ExternalModel(
+            obs_dim,
+            num_actions,
+            target=args.model_target,
+            hidden_sizes=args.model_hidden_sizes,
+            dropout=args.model_dropout,
+            gaussian=args.model_gaussian,
+            nll_beta=args.model_nll_beta,
+            num_members=args.ensemble_size,
+            columns=columns,
+        ).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
 
         # what a checkpoint saves by state dict (the loop's values: loop_state, below)
@@ -536,6 +541,7 @@ if __name__ == "__main__":
                 envs=env_state(envs),
             )
 
+        run.start_loop(global_step)  # the clock starts; a stop now waits for the iteration's checkpoint
         for iteration in range(iteration + 1, args.num_iterations + 1):
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[1])
-)  # `python algos/sac_forward_model.py` finds envs/ and common/
+# `python algos/sac_forward_model.py` finds envs/ and common/
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gymnasium as gym
 import numpy as np
@@ -91,8 +90,10 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
 # what each flag may take, checked before the run starts (common/checks.py): "positive" (an integer, or each of a
 # tuple's), or an interval with open "(" or closed "[" ends; an optional flag left at None passes
 RANGES = {
-    "positive": "total_timesteps buffer_size batch_size policy_frequency target_network_frequency fm_hidden_size "
-    "fm_layers fm_retrain_every fm_epochs fm_batch_size torch_threads",
+    "positive": (
+        "total_timesteps buffer_size batch_size policy_frequency target_network_frequency fm_hidden_size "
+        "fm_layers fm_retrain_every fm_epochs fm_batch_size torch_threads"
+    ),
     "(0, inf)": "policy_lr q_lr fm_learning_rate",
     "[0, inf)": "seed checkpoint_every alpha",
     "(0, 1]": "gamma tau",
@@ -422,6 +423,7 @@ if __name__ == "__main__":
                 envs=env_state(envs),
             )
 
+        run.start_loop(global_step)  # the clock starts; a stop now waits for the iteration's checkpoint
         for global_step in range(global_step + 1, args.total_timesteps + 1):
             # ALGO LOGIC: put action logic here
             if global_step <= args.learning_starts:
@@ -529,9 +531,8 @@ if __name__ == "__main__":
                 mean_return = np.mean(episode_returns) if episode_returns else float("nan")
                 say(progress_line(global_step, args.total_timesteps, sps, mean_return, fm_train_loss))
                 episode_returns = []
-                run.end_iteration(
-                    global_step, global_step, stateful, loop_state
-                )  # the checkpoint when due; a stop if asked
+                # the checkpoint when due; a stop if asked
+                run.end_iteration(global_step, global_step, stateful, loop_state)
 
         if args.save_model:
             meta = dict(env=args.env, observation="raw", noise="normal", noise_size=action_dim)

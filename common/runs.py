@@ -7,13 +7,14 @@ An algorithm file's main block reads:
     with Run(args, checkpoint) as run:   # the run folder (locked), the writer, Ctrl-C and SIGTERM
         run.callback(envs.close)         # closed at the end, whatever happens (an ExitStack)
         ...
+        run.start_loop(global_step)      # SPS counts from here; Ctrl-C now finishes the iteration first
         for iteration in ...:
             ...
             run.end_iteration(iteration, global_step, stateful, loop_state)  # checkpoint when due; stop if asked
         if args.save_model:
             run.save_models(agent, obs_dim, policy_meta, agent=agent, external_model=model)
-    # leaving the block: finished.json if the loop ended; one line and exit 130/143 on Ctrl-C/SIGTERM, or on
-    # a non-finite loss; the writer closed and everything logged kept in every case
+    # leaving the block: finished.json if the loop ended; one line and exit 130/143 on Ctrl-C/SIGTERM, exit 1
+    # on a non-finite loss; the writer closed and everything logged kept in every case
 """
 
 from __future__ import annotations
@@ -200,6 +201,11 @@ def parse_args(args_class, ranges: dict[str, str], fill_in_defaults, argv: list[
     checked against `ranges` and filled in (`common.checks.check_and_fill`). A bad value or a
     checkpoint that cannot be read: one line and exit 1, before anything is written."""
     args = tyro.cli(args_class, args=argv)
+    if args.track:
+        try:
+            import wandb  # noqa: F401  (imported only with --track)
+        except ImportError:
+            sys.exit("error: --track needs wandb: pip install wandb")
     try:
         checkpoint = read_checkpoint(args) if args.resume else None
         args = check_and_fill(checkpoint["args"] if checkpoint else args, ranges, fill_in_defaults)
@@ -211,12 +217,13 @@ def parse_args(args_class, ranges: dict[str, str], fill_in_defaults, argv: list[
 class Run(contextlib.ExitStack):
     """One run's folder, TensorBoard writer, checkpoints and ending, as a context manager.
 
-    Entering locks the run folder (`open_run_dir`), opens the writer (a resumed run drops what was
-    logged after its checkpoint: TensorBoard's purge_step), logs the hyperparameters of a new run,
-    starts wandb with --track, and makes Ctrl-C and SIGTERM ask for a stop at the end of the
-    iteration. Leaving it closes what was registered with `callback` and the writer, then: after the
-    loop's end, writes finished.json; after a stop, a non-finite loss or a second Ctrl-C, one line
-    and the exit code (130, 143, 1) with all that was logged and checkpointed kept."""
+    Building it locks the run folder (`open_run_dir`), opens the writer (a resumed run drops what was
+    logged after its checkpoint: TensorBoard's purge_step), logs the hyperparameters of a new run and
+    starts wandb with --track. Inside the block Ctrl-C and SIGTERM stop the setup at once; from
+    `start_loop` on they ask for a stop at the end of the iteration, after its checkpoint (a second
+    one stops at once). Leaving the block closes what was registered with `callback` and the writer,
+    then: after the loop's end, writes finished.json; after a stop, one line and exit 130 or 143;
+    after a non-finite loss, one line and exit 1; all that was logged and checkpointed is kept."""
 
     def __init__(self, args, checkpoint: dict | None):
         super().__init__()
@@ -230,10 +237,8 @@ class Run(contextlib.ExitStack):
         if hasattr(args, "num_iterations"):  # a run of whole batches (PPO's; SAC's batch size is its minibatch)
             note_whole_batches(args.total_timesteps, args.batch_size)
         if args.track:
-            try:
-                import wandb
-            except ImportError:
-                sys.exit("error: --track needs wandb: pip install wandb")
+            import wandb  # parse_args checked that it imports
+
             wandb.init(
                 project=args.wandb_project_name,
                 entity=args.wandb_entity,
@@ -250,7 +255,7 @@ class Run(contextlib.ExitStack):
             self.writer.add_text("hyperparameters", hparams_markdown(args))
 
     def __enter__(self):
-        stop_on_signals()
+        stop_on_signals(at_once=True)  # the setup has nothing to save: a stop is a stop
         return super().__enter__()
 
     def __exit__(self, kind, error, traceback) -> bool:
@@ -259,15 +264,21 @@ class Run(contextlib.ExitStack):
             mark_finished(self.dir, self.global_step, time.time() - self.start_time)
         elif isinstance(error, NonFinite):  # stopped before the update that would have used it
             sys.exit(
-                f"error: {error} in the iteration after global step {self.global_step}; "
-                f"{self.dir} keeps everything logged before it"
+                f"error: {error} after global step {self.global_step}; {self.dir} keeps everything logged before it"
             )
         elif isinstance(error, (KeyboardInterrupt, Terminated)):  # no traceback: one line, exit 130 or 143
             sys.exit(interrupted(self.dir, error))
         return False  # any other error goes on, with its traceback
 
+    def start_loop(self, global_step: int) -> None:
+        """The training loop starts (at `global_step`, a resumed run's checkpoint's): the clock of `sps`
+        and of finished.json starts, and Ctrl-C and SIGTERM now ask for a stop at the end of the
+        iteration (its checkpoint written first) instead of stopping at once."""
+        self.start_step, self.start_time = global_step, time.time()
+        stop_on_signals()
+
     def sps(self, global_step: int) -> float:
-        """Steps per second since this process started the run (a resumed run: since it resumed)."""
+        """Steps per second since the loop started in this process (a resumed run: since it resumed)."""
         return (global_step - self.start_step) / (time.time() - self.start_time)
 
     def end_iteration(self, iteration: int, global_step: int, stateful: dict, loop_state) -> None:

@@ -1,6 +1,8 @@
 """The docs the code points to exist, and the README's links resolve (mkdocs build --strict checks the site's own)."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,3 +32,20 @@ def test_every_algorithm_page_is_in_the_site_nav():
     nav = (ROOT / "mkdocs.yml").read_text()
     for path in ALGOS:
         assert f"algorithms/{path.stem}.md" in nav
+
+
+def test_the_tree_is_formatted():
+    """`ruff format .` (settings in pyproject.toml) leaves every file as it is."""
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "."], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_contributing_page_shows_the_sizes_the_tool_measures():
+    """docs/contributing.md's size table is `python -m common.sizes`' output for this tree."""
+    from common.sizes import markdown, size_rows
+
+    page = (ROOT / "docs" / "contributing.md").read_text()
+    table = page.split("<!-- sizes:begin -->\n")[1].split("\n<!-- sizes:end -->")[0]
+    assert table == markdown(size_rows())

@@ -4,10 +4,13 @@ loss and any other error, the checkpoint it writes when due, and what --save-mod
 
 import dataclasses
 import json
+import os
 import signal
 
 import pytest
 import torch
+
+import common.runs as runs
 
 from common.checkpoint import CHECKPOINT
 from common.runs import COMPLETION_MARKER, NonFinite, Run, RunArgs, Terminated, check_finite, parse_args
@@ -25,11 +28,12 @@ class Args(RunArgs):
 
 @pytest.fixture(autouse=True)
 def keep_signal_handlers():
-    """Run installs SIGINT and SIGTERM handlers in this process: put pytest's back."""
+    """Run installs SIGINT and SIGTERM handlers in this process: put pytest's back, and forget the stops asked."""
     handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     yield
     signal.signal(signal.SIGINT, handlers[0])
     signal.signal(signal.SIGTERM, handlers[1])
+    runs._requested.clear()
 
 
 def only_run_dir(tmp_path):
@@ -66,9 +70,7 @@ def test_a_non_finite_loss_exits_with_one_line_naming_it_and_the_step(tmp_path):
             run.end_iteration(1, 8, {}, dict)
             check_finite("PPO loss", torch.tensor(float("nan")))
     message = str(exit_.value.code)
-    assert (
-        message.startswith("error: the PPO loss is nan in the iteration after global step 8;") and "\n" not in message
-    )
+    assert message.startswith("error: the PPO loss is nan after global step 8;") and "\n" not in message
     assert not (only_run_dir(tmp_path) / COMPLETION_MARKER).exists()
 
 
@@ -131,3 +133,27 @@ def test_parse_args_exits_with_one_line_on_a_bad_value(capsys):
         with pytest.raises(SystemExit) as exit_:
             parse_args(Args, {"positive": "total_timesteps"}, fill_in_defaults, argv=argv)
         assert exit_.value.code == message
+
+
+def test_a_signal_during_the_setup_stops_at_once_and_in_the_loop_after_the_iterations_checkpoint(tmp_path):
+    """SIGTERM before start_loop: no iteration to finish, exit 143 at once; after it: the iteration goes on to
+    end_iteration, which writes the checkpoint and then stops."""
+    with pytest.raises(SystemExit) as exit_:
+        with Run(Args(runs_dir=str(tmp_path / "setup")), None) as run:
+            os.kill(os.getpid(), signal.SIGTERM)
+            reached = "after the signal"  # not reached: the handler raises
+    assert exit_.value.code == 143 and "reached" not in locals()
+    assert not (run.dir / CHECKPOINT).exists()
+
+    weights = torch.nn.Linear(2, 1)
+    steps = []
+    with pytest.raises(SystemExit) as exit_:
+        with Run(Args(runs_dir=str(tmp_path / "loop"), checkpoint_every=100), None) as run:
+            run.start_loop(0)
+            for iteration in range(1, 4):
+                if iteration == 2:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                steps.append(iteration)  # the iteration goes on after the signal
+                run.end_iteration(iteration, 8 * iteration, dict(net=weights), lambda: dict(global_step=8 * iteration))
+    assert exit_.value.code == 143 and steps == [1, 2]
+    assert (run.dir / CHECKPOINT).exists() and not (run.dir / COMPLETION_MARKER).exists()

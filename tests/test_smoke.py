@@ -384,4 +384,4 @@ def test_a_non_finite_loss_stops_the_run_with_one_line_naming_it(tmp_path, flags
     )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: " + quantity), proc.stderr
-    assert "in the iteration after global step" in lines[0] and not (only_run_dir(tmp_path) / "finished.json").exists()
+    assert "after global step" in lines[0] and not (only_run_dir(tmp_path) / "finished.json").exists()
