@@ -30,7 +30,7 @@ import numpy as np
 
 from common.heldout import random_policy_transitions
 from common.tb import read_scalars
-from envs import BatchedColorDoorKey, OneHotFlatObs, is_color_door_key, resolve_env_id, view_columns
+from envs import OneHotFlatObs, is_color_door_key, make_vector_env, resolve_env_id, view_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,12 +44,8 @@ def export_revision(ref: str, into: Path) -> Path:
 
 
 def raw_env_steps_per_second(env_id: str, num_envs: int, num_steps: int, vector_env: str, seed: int = 0) -> float:
-    """Random actions through the vector env and wrappers the algorithm files use."""
-    if vector_env == "batched":
-        envs = BatchedColorDoorKey(num_envs, **gym.spec(env_id).kwargs)
-    else:
-        make = lambda: gym.wrappers.RecordEpisodeStatistics(OneHotFlatObs(gym.make(env_id)))  # noqa: E731
-        envs = gym.vector.SyncVectorEnv([make] * num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    """Random actions through the vector env and wrappers the algorithm files use (`envs.make_vector_env`)."""
+    envs = make_vector_env(env_id, num_envs, vector_env)
     envs.reset(seed=seed)
     rng = np.random.default_rng(seed)
     actions = rng.integers(envs.single_action_space.n, size=(num_steps // num_envs, num_envs))
