@@ -638,11 +638,21 @@ def plot(curve_data: dict, rows: list[dict], baseline: str | None, out: Path) ->
     return written
 
 
+def short_name(method: str) -> str:
+    """A method's label in a crowded figure: `ppo_poi_progress-interest-noise-int-coef-1` -> `progress noise 1`."""
+    for prefix in ("ppo_poi_", "ppo-"):
+        method = method.removeprefix(prefix)
+    for long, short in (("-interest-", " "), ("-model-data-", " data "), ("-int-coef-", " "), ("ent-coef-", "ent ")):
+        method = method.replace(long, short)
+    return method
+
+
 def plot_frontier(
     runs: list[RunInfo], frontier: list[str], frontier_table: list[dict], measure: str, reps: int, seed: int, out: Path
 ) -> list[Path]:
     """Per env and phase after a change: re-learning steps against the return over the phase's last
-    window, one point per method with 95% CIs on both axes, the frontier drawn through its arms."""
+    window, one point per method with 95% CIs on both axes, the frontier drawn through its arms; the
+    right panel is the same, zoomed on the methods' point estimates, every point labelled."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -656,34 +666,43 @@ def plot_frontier(
         for run in runs:
             if run.env == env and len(run.phases) > phase:
                 members[run.method].append(run.phases[phase])
-        fig, ax = plt.subplots(figsize=(8, 6))
-        points = {}
+        points = {}  # method: (x, x low, x high, y, y low, y high)
         for method, phases in sorted(members.items()):
             pairs = [(p["return_window"], p[f"{measure}_adaptation"]) for p in phases]
             pairs = [pair for pair in pairs if not any(math.isnan(v) for v in pair)]  # as frontier_rows takes them
             x, y = np.array([[px] for px, _ in pairs]), np.array([[py] for _, py in pairs])
-            (xi, xl, xh), (yi, yl, yh) = (interval_estimates({method: v}, reps, seed)[method] for v in (x, y))
-            points[method] = (xi, yi)
-            on_frontier = method in frontier
-            ax.errorbar(
-                xi,
-                yi,
-                xerr=[[xi - xl], [xh - xi]],
-                yerr=[[yi - yl], [yh - yi]],
-                fmt="o" if on_frontier else "s",
-                color="grey" if on_frontier else None,
-                capsize=3,
-                label=method,
-            )
-        front = [points[m] for m in frontier if m in points]
+            points[method] = tuple(v for a in (x, y) for v in interval_estimates({method: a}, reps, seed)[method])
+        front = [(points[m][0], points[m][3]) for m in frontier if m in points]
         line = [front[i] for i in pareto(front)]
-        ax.plot([x for x, _ in line], [y for _, y in line], color="grey", linestyle="--", label="non-interest frontier")
-        ax.set(
-            xlabel="task: mean return over the phase's last window (IQM, 95% CI)",
-            ylabel=f"steps until the {measure} loss is re-learned (IQM, 95% CI)",
-            title=f"{env}, phase {phase}: re-learning against the task (lower right is better)",
-        )
-        ax.legend(fontsize=7, loc="best")
+        colours = iter([f"C{i}" for i in range(10) if i != 7] * len(points))  # C7 is the frontier's grey
+        colour = {m: "grey" if m in frontier else next(colours) for m in points}
+        fig, axes = plt.subplots(1, 2, figsize=(14, 6))
+        for ax in axes:
+            for method, (xi, xl, xh, yi, yl, yh) in points.items():
+                on_frontier = method in frontier
+                ax.errorbar(
+                    xi,
+                    yi,
+                    xerr=[[xi - xl], [xh - xi]],
+                    yerr=[[yi - yl], [yh - yi]],
+                    fmt="o" if on_frontier else "s",
+                    color=colour[method],
+                    capsize=3,
+                    alpha=0.6 if on_frontier else 1.0,
+                    label=None if on_frontier else method,
+                )
+                ax.annotate(short_name(method), (xi, yi), xytext=(4, 4), textcoords="offset points", fontsize=7)
+            ax.plot(
+                [x for x, _ in line], [y for _, y in line], color="grey", linestyle="--", label="non-interest frontier"
+            )
+            ax.set(xlabel="task: mean return over the phase's last window (IQM, 95% CI)")
+        xs, ys = [v[0] for v in points.values()], [v[3] for v in points.values()]
+        pad_x, pad_y = 0.1 * (max(xs) - min(xs)) + 0.005, 0.1 * (max(ys) - min(ys)) + 1000
+        axes[1].set(xlim=(min(xs) - pad_x, max(xs) + pad_x), ylim=(min(ys) - pad_y, max(ys) + pad_y))
+        axes[1].set_title("zoomed on the point estimates (grey: non-interest arms)", fontsize=9)
+        axes[0].set(ylabel=f"steps until the {measure} loss is re-learned (IQM, 95% CI)")
+        axes[0].legend(fontsize=7, loc="best")
+        fig.suptitle(f"{env}, phase {phase}: re-learning against the task (lower right is better)")
         fig.tight_layout()
         path = out / f"frontier_{env}_phase{phase}.png"
         fig.savefig(path, dpi=100)
