@@ -391,8 +391,8 @@ class ReplayBuffer:
 
 def train_from_replay(model, optimizer, buffer, num_updates, batch_size, alpha, beta, prioritised):
     """`num_updates` minibatch steps on transitions drawn from the buffer, each loss weighted by
-    its importance weight; the drawn transitions' priorities become their losses. Returns the
-    mean (unweighted) loss of the drawn transitions."""
+    its importance weight; the buffer updates the drawn transitions' priorities from their losses.
+    Returns the mean (unweighted) loss of the drawn transitions."""
     model.train()
     losses = []
     for _ in range(num_updates):

@@ -109,15 +109,27 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     """at least this many transitions whose target a colour change alters, in each phase's changed set"""
 
     # replay arguments: which transitions the external model trains on
-    model_data: Literal["prioritised", "uniform", "rollout"] = "prioritised"
+    model_data: Literal["prioritised", "uniform", "rollout", "curious"] = "prioritised"
     """prioritised: a buffer of recent transitions sampled by the model's loss on them (prioritised replay);
-    uniform: the same buffer sampled uniformly; rollout: each rollout's transitions, as ppo.py"""
+    uniform: the same buffer sampled uniformly; rollout: each rollout's transitions, as ppo.py; curious: the buffer
+    sampled by a count of past draws plus the loss (Curious Replay). None is a reward: the agent learns from the
+    task's reward alone, the same in all four; the choice changes only which data the external model trains on"""
     replay_size: int = 32768
     """transitions the buffer holds (the most recent; 16 rollouts at the default sizes)"""
     priority_alpha: float = 0.6
     """sampling probability proportional to priority^alpha (Schaul et al. 2016's default)"""
     priority_beta: float = 0.4
     """importance weights (N P)^-beta, divided by their largest possible value; 1 = the sampling bias fully undone"""
+    curious_count_scale: float = 1e4
+    """curious: c of the count term c * decay^v, v the times a transition was drawn (the authors' code: 1e4)"""
+    curious_count_decay: float = 0.7
+    """curious: the count term's decay per draw (Curious Replay's beta; the authors' code: 0.7)"""
+    curious_loss_alpha: float = 0.7
+    """curious: alpha of the loss term (|loss| + eps)^alpha (the authors' code: 0.7)"""
+    curious_loss_eps: float = 0.01
+    """curious: eps of the loss term, so that a learned transition keeps a priority above its count term (0.01)"""
+    curious_new_priority: float = 1e5
+    """curious: a new transition's priority, or the buffer's largest if larger (the authors' code: 1e5, above c)"""
 
     # filled in at runtime (not flags: a value given would be overwritten)
     batch_size: tyro.conf.Suppress[int] = 0
@@ -135,10 +147,15 @@ RANGES = {
         "total_timesteps num_envs num_steps num_minibatches update_epochs model_hidden_sizes model_epochs "
         "model_batch_size eval_every eval_steps eval_episode_steps replay_size torch_threads"
     ),
-    "(0, inf)": "learning_rate clip_coef max_grad_norm target_kl model_learning_rate",
-    "[0, inf)": "seed checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min priority_alpha",
+    "(0, inf)": (
+        "learning_rate clip_coef max_grad_norm target_kl model_learning_rate curious_loss_eps curious_new_priority"
+    ),
+    "[0, inf)": (
+        "seed checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min priority_alpha curious_count_scale "
+        "curious_loss_alpha"
+    ),
     "(0, 1]": "gamma",
-    "[0, 1]": "gae_lambda priority_beta",
+    "[0, 1]": "gae_lambda priority_beta curious_count_decay",
     "[0, 1)": "model_dropout",
 }
 
@@ -367,10 +384,50 @@ class ReplayBuffer:
         self.priorities[idx] = losses.detach() + floor  # a transition the model has learned is still drawn, rarely
 
 
+class CuriousReplayBuffer(ReplayBuffer):
+    """The buffer with Curious Replay's priorities (Kauvar et al. 2023, ICML, https://arxiv.org/abs/2306.15934):
+
+        p_i = count_scale * count_decay^v_i + (|L_i| + loss_eps)^loss_alpha
+
+    v_i: the times transition i has been drawn for the model's training, this draw included; L_i: the model's
+    loss on it in the last update that drew it (absolute: a Gaussian model's NLL can be negative). A transition
+    drawn twice in one minibatch counts twice (the authors' code counts it once). Draws have P(i) = p_i / sum_j p_j
+    and no importance weights. A new transition enters with v = 0 at the buffer's largest priority, at least
+    `new_priority`.
+
+    The constants are the defaults of the authors' released code, the same for DreamerV2 and DreamerV3 (c 1e4,
+    beta 0.7, alpha 0.7, eps 0.01, initial priority 1e5: github.com/AutonomousAgentsLab/cr-dv2 and cr-dv3): used
+    as they are, so that `curious` is Curious Replay as published, not a variant tuned on this benchmark. Their
+    DreamerV2 code also subtracts the running minimum of the losses before the loss term; their DreamerV3 code
+    does not, nor does this buffer."""
+
+    def __init__(self, size, obs_dim, target_dim, device, count_scale, count_decay, loss_alpha, loss_eps, new_priority):
+        super().__init__(size, obs_dim, target_dim, device)
+        self.visits = torch.zeros(size, dtype=torch.long, device=device)
+        self.count_scale, self.count_decay, self.new_priority = count_scale, count_decay, new_priority
+        self.loss_alpha, self.loss_eps = loss_alpha, loss_eps
+
+    def add(self, obs, actions, targets):
+        slots = (self.next + torch.arange(len(obs), device=obs.device)) % self.size
+        top = self.priorities[: self.count].max().clamp(min=self.new_priority) if self.count else self.new_priority
+        super().add(obs, actions, targets)
+        self.priorities[slots], self.visits[slots] = top, 0
+
+    def sample(self, batch_size, alpha, beta, prioritised):
+        """P(i) = p_i / sum_j p_j, every weight 1: the exponent is inside p_i and the paper weights nothing, so
+        prioritised replay's alpha and beta do not apply."""
+        return super().sample(batch_size, 1.0, 0.0, True)
+
+    def update(self, idx, losses):
+        self.visits.index_add_(0, idx, torch.ones_like(idx))
+        count_term = self.count_scale * self.count_decay ** self.visits[idx]
+        self.priorities[idx] = count_term + (losses.detach().abs() + self.loss_eps) ** self.loss_alpha
+
+
 def train_from_replay(model, optimizer, buffer, num_updates, batch_size, alpha, beta, prioritised):
     """`num_updates` minibatch steps on transitions drawn from the buffer, each loss weighted by
-    its importance weight; the drawn transitions' priorities become their losses. Returns the
-    mean (unweighted) loss of the drawn transitions."""
+    its importance weight; the buffer updates the drawn transitions' priorities from their losses.
+    Returns the mean (unweighted) loss of the drawn transitions."""
     model.train()
     losses = []
     for _ in range(num_updates):
@@ -445,7 +502,18 @@ if __name__ == "__main__":
             columns=columns,
         ).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
-        replay = ReplayBuffer(args.replay_size, obs_dim, obs_dim if args.model_target == "forward" else 1, device)
+        replay_shape = (args.replay_size, obs_dim, obs_dim if args.model_target == "forward" else 1, device)
+        if args.model_data == "curious":
+            replay = CuriousReplayBuffer(
+                *replay_shape,
+                count_scale=args.curious_count_scale,
+                count_decay=args.curious_count_decay,
+                loss_alpha=args.curious_loss_alpha,
+                loss_eps=args.curious_loss_eps,
+                new_priority=args.curious_new_priority,
+            )
+        else:
+            replay = ReplayBuffer(*replay_shape)
         model_updates = args.model_epochs * -(-args.batch_size // args.model_batch_size)
         model_rng = RngStream(args.seed + 1)  # the policy runs the same whatever --model-data
 
@@ -561,13 +629,16 @@ if __name__ == "__main__":
                         replay,
                         model_updates,
                         args.model_batch_size,
-                        args.priority_alpha,
+                        args.priority_alpha,  # (a CuriousReplayBuffer draws by its priorities as they are)
                         args.priority_beta,
-                        args.model_data == "prioritised",
+                        args.model_data != "uniform",
                     )
                     writer.add_scalar(
                         "replay/priority_mean", replay.priorities[: replay.count].mean().item(), global_step
                     )
+                    if args.model_data == "curious":
+                        never_drawn = (replay.visits[: replay.count] == 0).float().mean().item()
+                        writer.add_scalar("replay/never_drawn", never_drawn, global_step)
             writer.add_scalar("external_model/train_loss", model_train_loss, global_step)
             if iteration % args.eval_every == 0 or iteration == args.num_iterations:
                 heldout_eval.log(writer, global_step, obs, actions)

@@ -57,6 +57,8 @@ FLAGS = {
     ],  # its buffer
     "ppo_poi_policy.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_poi_replay.py": DISCRETE + ["--replay-size", "256"],
+    "ppo_poi_replay.py --model-data curious": DISCRETE
+    + ["--replay-size", "384", "--model-data", "curious"],  # its draw counts, kept past the iteration after resume
     "ppo_poi_diayn.py": DISCRETE + ["--skill-steps", "24"],  # a skill ends mid-rollout and across the checkpoint
     "ppo_poi_emb.py": DISCRETE + ["--int-after-return", "0"],
     "ppo_continuous_poi_ensemble.py": [

@@ -1,5 +1,5 @@
-"""algos/ppo_poi_replay.py: the replay buffer, prioritised sampling and its weights, and a policy that
-does not depend on which data the external model trains on."""
+"""algos/ppo_poi_replay.py: the replay buffer, prioritised sampling and its weights, Curious Replay's
+priorities and draws, and a policy that does not depend on which data the external model trains on."""
 
 import pytest
 import torch
@@ -52,6 +52,94 @@ def test_training_from_replay_sets_drawn_priorities_to_their_losses():
     torch.testing.assert_close(buffer.priorities[drawn], losses[drawn] + 1e-6)
 
 
+CURIOUS = dict(count_scale=4.0, count_decay=0.5, loss_alpha=0.5, loss_eps=0.25, new_priority=100.0)
+
+
+def curious_buffer(size, obs_dim=2, **constants):
+    return replay.CuriousReplayBuffer(size, obs_dim, 1, "cpu", **{**CURIOUS, **constants})
+
+
+def add(buffer, n):
+    buffer.add(torch.zeros(n, buffer.obs.shape[1]), torch.zeros(n, dtype=torch.long), torch.zeros(n, 1))
+
+
+def test_curious_priorities_by_hand():
+    """p = 4 * 0.5^v + (|L| + 0.25)^0.5, worked by hand: only drawn transitions count a draw, a repeat counts
+    twice, the loss enters by its size, a new transition takes the largest priority (at least 100) and v = 0."""
+    buffer = curious_buffer(4)
+    add(buffer, 3)
+    assert buffer.priorities.tolist() == [100.0, 100.0, 100.0, 0.0] and buffer.visits.tolist() == [0, 0, 0, 0]
+    buffer.update(torch.tensor([0, 2, 2]), torch.tensor([2.0, -0.75, -0.75]))  # slot 2 twice, with a negative NLL
+    # slot 0: 4 * 0.5 + (2 + 0.25)^0.5 = 2 + 1.5; slot 2: 4 * 0.25 + (0.75 + 0.25)^0.5 = 1 + 1; slot 1 untouched
+    assert buffer.visits.tolist() == [1, 0, 2, 0] and buffer.priorities.tolist() == [3.5, 100.0, 2.0, 0.0]
+    buffer.update(torch.tensor([0]), torch.tensor([0.0]))  # 4 * 0.25 + 0.25^0.5
+    assert buffer.visits.tolist() == [2, 0, 2, 0] and buffer.priorities.tolist() == [1.5, 100.0, 2.0, 0.0]
+    add(buffer, 2)  # slots 3 and 0 (it wraps): the largest priority, slot 1's 100, and no draws yet
+    assert buffer.visits.tolist() == [0, 0, 2, 0] and buffer.priorities.tolist() == [100.0, 100.0, 2.0, 100.0]
+
+    low = curious_buffer(2, new_priority=1.0)  # every priority above new_priority: a new transition takes the largest
+    add(low, 2)
+    low.update(torch.tensor([0, 1]), torch.tensor([0.0, 2.0]))  # 2 + 0.5 and 2 + 1.5
+    add(low, 1)  # into slot 0
+    assert low.priorities.tolist() == [3.5, 3.5] and low.visits.tolist() == [0, 1]
+
+
+def test_curious_buffer_follows_a_plain_loop_over_slots():
+    """Adds of random sizes (the ring wraps) and draws with repeats and losses of both signs, at the authors'
+    constants, against the same rules written as a loop over slots."""
+    c, decay, alpha, eps, new = 1e4, 0.7, 0.7, 0.01, 1e5
+    buffer = replay.CuriousReplayBuffer(16, 2, 1, "cpu", c, decay, alpha, eps, new)
+    generator = torch.Generator().manual_seed(0)
+    priorities, visits, count, head = [0.0] * 16, [0] * 16, 0, 0
+    for _ in range(60):
+        n = int(torch.randint(1, 9, (1,), generator=generator))
+        top = max([new] + priorities[:count])
+        for k in range(n):
+            priorities[(head + k) % 16], visits[(head + k) % 16] = top, 0
+        head, count = (head + n) % 16, min(count + n, 16)
+        add(buffer, n)
+
+        drawn = torch.randint(count, (12,), generator=generator)
+        slot_losses = torch.randn(16, generator=generator)  # one loss per slot: a repeat carries the same loss
+        buffer.update(drawn, slot_losses[drawn])
+        for j in drawn.tolist():
+            visits[j] += 1
+        for j in set(drawn.tolist()):
+            priorities[j] = c * decay ** visits[j] + (abs(slot_losses[j].item()) + eps) ** alpha
+        assert buffer.visits.tolist() == visits
+        torch.testing.assert_close(buffer.priorities, torch.tensor(priorities), rtol=1e-5, atol=0.0)
+
+
+def test_curious_draws_in_proportion_to_the_priorities_with_unit_weights():
+    """P(i) = p_i / sum_j p_j: over 200,000 draws each share lies within 5 standard errors of 0.1, 0.2, 0.3, 0.4;
+    prioritised replay's exponent (alpha 0.6 would give 0.15, 0.22, 0.29, 0.34) and weights do not apply."""
+    buffer = curious_buffer(4)
+    add(buffer, 4)
+    buffer.priorities[:] = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    torch.manual_seed(0)
+    n = 200_000
+    idx, weights = buffer.sample(n, alpha=0.6, beta=0.4, prioritised=True)
+    share = torch.bincount(idx, minlength=4).double() / n
+    expected = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    assert torch.all((share - expected).abs() < 5 * (expected * (1 - expected) / n).sqrt()), share
+    assert torch.equal(weights, torch.ones(n))
+
+
+def test_training_from_curious_replay_counts_the_draws_and_sets_their_priorities():
+    torch.manual_seed(0)
+    buffer = curious_buffer(8, obs_dim=8)
+    buffer.add(torch.eye(8), torch.arange(8), torch.arange(8, dtype=torch.float32)[:, None])
+    model = replay.ExternalModel(8, 7, "key_distance", hidden_sizes=(16,), dropout=0.0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # the model stays as it is
+    replay.train_from_replay(model, optimizer, buffer, 2, 2, alpha=0.6, beta=0.4, prioritised=True)
+    assert buffer.visits.sum() == 4  # 2 updates of 2 draws
+    losses = model.per_sample_loss(buffer.obs.float(), buffer.actions, buffer.targets).detach()
+    drawn = buffer.visits > 0
+    expected = 4.0 * 0.5**buffer.visits + (losses.abs() + 0.25) ** 0.5
+    torch.testing.assert_close(buffer.priorities[drawn], expected[drawn])
+    assert torch.all(buffer.priorities[~drawn] == 100.0)
+
+
 @pytest.mark.slow
 def test_the_policy_is_the_same_whatever_the_model_trains_on(tmp_path):
     flags = (
@@ -66,11 +154,12 @@ def test_the_policy_is_the_same_whatever_the_model_trains_on(tmp_path):
         "512",
     )
     logs = {}
-    for data in ("prioritised", "uniform", "rollout"):
+    for data in ("prioritised", "uniform", "rollout", "curious"):
         (tmp_path / data).mkdir()
         run(tmp_path / data, *flags, "--model-data", data, script="algos/ppo_poi_replay.py")
         logs[data] = read_scalars(only_run_dir(tmp_path / data))
-    for data in ("uniform", "rollout"):
+    for data in ("uniform", "rollout", "curious"):
         assert logs[data]["losses/policy_loss"] == logs["prioritised"]["losses/policy_loss"]
         assert logs[data]["external_model/train_loss"] != logs["prioritised"]["external_model/train_loss"]
     assert "replay/priority_mean" in logs["prioritised"] and "replay/priority_mean" not in logs["rollout"]
+    assert [data for data in logs if "replay/never_drawn" in logs[data]] == ["curious"]
