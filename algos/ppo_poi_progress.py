@@ -386,7 +386,9 @@ class ReplayBuffer:
         return idx, weights / (self.count * probs.min()) ** -beta
 
     def update(self, idx, losses, floor=1e-6):
-        self.priorities[idx] = losses.detach() + floor  # a transition the model has learned is still drawn, rarely
+        """The drawn transitions' priorities: their losses, a negative one (a Gaussian model's NLL) as 0, plus a
+        floor, so that a transition the model has learned is still drawn, rarely."""
+        self.priorities[idx] = losses.detach().clamp(min=0) + floor
 
 
 def train_from_replay(model, optimizer, buffer, num_updates, batch_size, alpha, beta, prioritised):

@@ -381,16 +381,18 @@ class ReplayBuffer:
         return idx, weights / (self.count * probs.min()) ** -beta
 
     def update(self, idx, losses, floor=1e-6):
-        self.priorities[idx] = losses.detach() + floor  # a transition the model has learned is still drawn, rarely
+        """The drawn transitions' priorities: their losses, a negative one (a Gaussian model's NLL) as 0, plus a
+        floor, so that a transition the model has learned is still drawn, rarely."""
+        self.priorities[idx] = losses.detach().clamp(min=0) + floor
 
 
 class CuriousReplayBuffer(ReplayBuffer):
     """The buffer with Curious Replay's priorities (Kauvar et al. 2023, ICML, https://arxiv.org/abs/2306.15934):
 
-        p_i = count_scale * count_decay^v_i + (|L_i| + loss_eps)^loss_alpha
+        p_i = count_scale * count_decay^v_i + (max(L_i, 0) + loss_eps)^loss_alpha
 
     v_i: the times transition i has been drawn for the model's training, this draw included; L_i: the model's
-    loss on it in the last update that drew it (absolute: a Gaussian model's NLL can be negative). A transition
+    loss on it in the last update that drew it (a negative one, a Gaussian model's NLL where it is sure and right, as 0). A transition
     drawn twice in one minibatch counts twice (the authors' code counts it once). Draws have P(i) = p_i / sum_j p_j
     and no importance weights. A new transition enters with v = 0 at the buffer's largest priority, at least
     `new_priority`.
@@ -421,7 +423,7 @@ class CuriousReplayBuffer(ReplayBuffer):
     def update(self, idx, losses):
         self.visits.index_add_(0, idx, torch.ones_like(idx))
         count_term = self.count_scale * self.count_decay ** self.visits[idx]
-        self.priorities[idx] = count_term + (losses.detach().abs() + self.loss_eps) ** self.loss_alpha
+        self.priorities[idx] = count_term + (losses.detach().clamp(min=0) + self.loss_eps) ** self.loss_alpha
 
 
 def train_from_replay(model, optimizer, buffer, num_updates, batch_size, alpha, beta, prioritised):

@@ -63,19 +63,30 @@ def add(buffer, n):
     buffer.add(torch.zeros(n, buffer.obs.shape[1]), torch.zeros(n, dtype=torch.long), torch.zeros(n, 1))
 
 
+def test_prioritised_priorities_of_negative_losses_are_the_floor():
+    """A Gaussian model's beta-NLL is negative where it is sure and right: such a transition has learned
+    nothing to teach, so its priority is the floor (a negative priority made torch.multinomial raise)."""
+    buffer = replay.ReplayBuffer(3, 2, 1, "cpu")
+    add(buffer, 3)
+    buffer.update(torch.tensor([0, 1, 2]), torch.tensor([-2.0, 0.0, 3.0]))
+    torch.testing.assert_close(buffer.priorities, torch.tensor([1e-6, 1e-6, 3.0 + 1e-6]))
+    idx, weights = buffer.sample(1000, alpha=0.6, beta=0.4, prioritised=True)
+    assert torch.all(weights > 0) and torch.bincount(idx, minlength=3)[2] > 990
+
+
 def test_curious_priorities_by_hand():
-    """p = 4 * 0.5^v + (|L| + 0.25)^0.5, worked by hand: only drawn transitions count a draw, a repeat counts
-    twice, the loss enters by its size, a new transition takes the largest priority (at least 100) and v = 0."""
+    """p = 4 * 0.5^v + (max(L, 0) + 0.25)^0.5, worked by hand: only drawn transitions count a draw, a repeat
+    counts twice, a negative loss counts as 0, a new transition takes the largest priority (at least 100) and v = 0."""
     buffer = curious_buffer(4)
     add(buffer, 3)
     assert buffer.priorities.tolist() == [100.0, 100.0, 100.0, 0.0] and buffer.visits.tolist() == [0, 0, 0, 0]
     buffer.update(torch.tensor([0, 2, 2]), torch.tensor([2.0, -0.75, -0.75]))  # slot 2 twice, with a negative NLL
-    # slot 0: 4 * 0.5 + (2 + 0.25)^0.5 = 2 + 1.5; slot 2: 4 * 0.25 + (0.75 + 0.25)^0.5 = 1 + 1; slot 1 untouched
-    assert buffer.visits.tolist() == [1, 0, 2, 0] and buffer.priorities.tolist() == [3.5, 100.0, 2.0, 0.0]
+    # slot 0: 4 * 0.5 + (2 + 0.25)^0.5 = 2 + 1.5; slot 2: 4 * 0.25 + (0 + 0.25)^0.5 = 1 + 0.5; slot 1 untouched
+    assert buffer.visits.tolist() == [1, 0, 2, 0] and buffer.priorities.tolist() == [3.5, 100.0, 1.5, 0.0]
     buffer.update(torch.tensor([0]), torch.tensor([0.0]))  # 4 * 0.25 + 0.25^0.5
-    assert buffer.visits.tolist() == [2, 0, 2, 0] and buffer.priorities.tolist() == [1.5, 100.0, 2.0, 0.0]
+    assert buffer.visits.tolist() == [2, 0, 2, 0] and buffer.priorities.tolist() == [1.5, 100.0, 1.5, 0.0]
     add(buffer, 2)  # slots 3 and 0 (it wraps): the largest priority, slot 1's 100, and no draws yet
-    assert buffer.visits.tolist() == [0, 0, 2, 0] and buffer.priorities.tolist() == [100.0, 100.0, 2.0, 100.0]
+    assert buffer.visits.tolist() == [0, 0, 2, 0] and buffer.priorities.tolist() == [100.0, 100.0, 1.5, 100.0]
 
     low = curious_buffer(2, new_priority=1.0)  # every priority above new_priority: a new transition takes the largest
     add(low, 2)
@@ -105,7 +116,7 @@ def test_curious_buffer_follows_a_plain_loop_over_slots():
         for j in drawn.tolist():
             visits[j] += 1
         for j in set(drawn.tolist()):
-            priorities[j] = c * decay ** visits[j] + (abs(slot_losses[j].item()) + eps) ** alpha
+            priorities[j] = c * decay ** visits[j] + (max(slot_losses[j].item(), 0.0) + eps) ** alpha
         assert buffer.visits.tolist() == visits
         torch.testing.assert_close(buffer.priorities, torch.tensor(priorities), rtol=1e-5, atol=0.0)
 
@@ -135,7 +146,7 @@ def test_training_from_curious_replay_counts_the_draws_and_sets_their_priorities
     assert buffer.visits.sum() == 4  # 2 updates of 2 draws
     losses = model.per_sample_loss(buffer.obs.float(), buffer.actions, buffer.targets).detach()
     drawn = buffer.visits > 0
-    expected = 4.0 * 0.5**buffer.visits + (losses.abs() + 0.25) ** 0.5
+    expected = 4.0 * 0.5**buffer.visits + (losses.clamp(min=0) + 0.25) ** 0.5
     torch.testing.assert_close(buffer.priorities[drawn], expected[drawn])
     assert torch.all(buffer.priorities[~drawn] == 100.0)
 
