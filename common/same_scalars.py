@@ -3,11 +3,13 @@ the same short run each, and compares every scalar they log (all but `charts/SPS
 
     python -m common.same_scalars --against 80ac74a --algos ppo "ppo_poi_progress --interest noise"
     python -m common.same_scalars --against HEAD --algos all --extra "--total-timesteps 8192"
+    python -m common.same_scalars --against main --algos ppo_poi_grad --new-tags-ok    # a change that adds logging
 
 An algorithm is a file name in algos/ optionally followed by its own flags, as in `common.sweep`; `all`
 is every file in algos/. A file the other revision does not have is reported and counts as a
 difference. Exit code 0 when every file logs the same tags with the same steps and bitwise-equal
-values, 1 otherwise; the first difference of each file is printed.
+values, 1 otherwise; the first difference of each file is printed. With `--new-tags-ok` the tags that only
+this checkout logs are listed and left out (a change that adds logging); a tag only the other logs still differs.
 """
 
 from __future__ import annotations
@@ -50,11 +52,12 @@ def run_scalars(root: Path, spec: str, flags: str, runs_dir: Path) -> dict[str, 
     return {tag: series for tag, series in read_scalars(run_dir).items() if tag not in IGNORED}
 
 
-def first_difference(a: dict, b: dict) -> str | None:
-    """None when `a` and `b` hold the same tags, steps and bitwise-equal values; else where they first part."""
-    if set(a) != set(b):
+def first_difference(a: dict, b: dict, new_tags_ok: bool = False) -> str | None:
+    """None when `a` and `b` hold the same tags, steps and bitwise-equal values; else where they first part.
+    With `new_tags_ok`, the tags only `a` holds are left out."""
+    if set(b) - set(a) or (set(a) - set(b) and not new_tags_ok):
         return f"tags differ: only here {sorted(set(a) - set(b))}, only there {sorted(set(b) - set(a))}"
-    for tag in sorted(a):
+    for tag in sorted(b):
         if len(a[tag]) != len(b[tag]):
             return f"{tag}: {len(a[tag])} points here, {len(b[tag])} there"
         for (step, value), (other_step, other_value) in zip(a[tag], b[tag]):
@@ -71,6 +74,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--extra",
         default=None,
         help=f"flags of every run (default: discrete files {DEFAULT_FLAGS!r}, continuous {OWN_FLAGS})",
+    )
+    parser.add_argument(
+        "--new-tags-ok", action="store_true", help="compare the tags both log; list those only this checkout logs"
     )
     return parser.parse_args(argv)
 
@@ -96,20 +102,19 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 here = run_scalars(ROOT, spec, flags, Path(tmp) / f"here{i}")
                 there = run_scalars(other, spec, flags, Path(tmp) / f"there{i}")
-                difference = first_difference(here, there)
+                difference = first_difference(here, there, args.new_tags_ok)
             except (FileNotFoundError, RuntimeError) as error:
                 difference = str(error)
             differ += difference is not None
-            points = sum(len(s) for s in here.values()) if difference is None else 0
-            print(
-                f"{spec}: "
-                + (
-                    f"the same ({len(here)} tags, {points} points)"
-                    if difference is None
-                    else f"DIFFERENT: {difference}"
-                ),
-                flush=True,
-            )
+            if difference is None:
+                points = sum(len(series) for series in there.values())
+                new = sorted(set(here) - set(there))
+                print(
+                    f"{spec}: the same ({len(there)} tags, {points} points)" + (f"; new here: {new}" if new else ""),
+                    flush=True,
+                )
+            else:
+                print(f"{spec}: DIFFERENT: {difference}", flush=True)
     print(f"{len(specs) - differ} of {len(specs)} the same as {args.against}")
     return 1 if differ else 0
 

@@ -204,6 +204,28 @@ def test_same_scalars_names_the_first_difference_of_two_runs():
     )
     assert "2 points here, 1 there" in first_difference(a, {**a, "charts/phase": [(128, 0.0)]})
     assert "only there ['poi/mean']" in first_difference(a, {**a, "poi/mean": [(128, 1.0)]})
+    new = {**a, "poi/by_action/turn": [(128, 1.0)]}  # a tag only this checkout logs
+    assert "only here ['poi/by_action/turn']" in first_difference(new, a)
+    assert first_difference(new, a, new_tags_ok=True) is None
+    assert "only there ['poi/mean']" in first_difference(a, {**a, "poi/mean": [(128, 1.0)]}, new_tags_ok=True)
+    assert "0.25 here, 0.2500001" in first_difference(
+        new, {**a, "losses/value_loss": [(128, 0.5), (256, 0.2500001)]}, new_tags_ok=True
+    )
+
+
+def test_same_scalars_with_new_tags_ok_compares_the_shared_tags_and_lists_the_new(monkeypatch, capsys):
+    from common import same_scalars
+
+    there = {"losses/value_loss": [(128, 0.5)]}
+    here = {**there, "poi/by_action/turn": [(128, 1.0)]}
+    monkeypatch.setattr(same_scalars, "export_revision", lambda revision, path: path)
+    monkeypatch.setattr(same_scalars, "run_scalars", lambda root, *_: there if root != same_scalars.ROOT else here)
+    assert same_scalars.main(["--against", "HEAD", "--algos", "ppo_poi_grad"]) == 1
+    assert "DIFFERENT: tags differ: only here ['poi/by_action/turn']" in capsys.readouterr().out
+    assert same_scalars.main(["--against", "HEAD", "--algos", "ppo_poi_grad", "--new-tags-ok"]) == 0
+    out = capsys.readouterr().out
+    assert "ppo_poi_grad: the same (1 tags, 1 points); new here: ['poi/by_action/turn']" in out
+    assert "1 of 1 the same as HEAD" in out
 
 
 @pytest.mark.slow
