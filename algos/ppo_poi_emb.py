@@ -22,6 +22,7 @@ from common.checkpoint import env_state, restore_checkpoint, set_env_state
 from common.columns import keep_columns, select_columns
 from common.console import say
 from common.heldout import HeldoutEval
+from common.interest_by_action import log_interest_by_action
 from common.runs import Run, RunArgs, check_finite, parse_args, progress_line
 from envs import fill_in_env_defaults, is_color_door_key, make_vector_env, resolve_env_id, true_next_obs, view_columns
 
@@ -654,6 +655,7 @@ if __name__ == "__main__":
         embeddings = torch.zeros((args.num_steps, args.num_envs, args.emb_size)).to(device)
         target_size = obs_dim if args.model_target == "forward" else 1
         targets = torch.zeros((args.num_steps, args.num_envs, target_size)).to(device)
+        next_views = torch.zeros_like(obs)  # each step's true next observation, for poi/by_action/* alone
 
         # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
         iteration = 0
@@ -726,6 +728,7 @@ if __name__ == "__main__":
                 next_obs_np, reward, termination, truncation, infos = envs.step(action.cpu().numpy())
                 done = np.logical_or(termination, truncation)
                 real_next_obs = torch.tensor(true_next_obs(next_obs_np, infos, done), device=device)
+                next_views[step] = real_next_obs
                 if truncation.any():  # a truncated episode bootstraps from its final observation
                     with torch.no_grad():
                         x = torch.cat([real_next_obs[truncation], next_emb[truncation]], -1)
@@ -902,6 +905,7 @@ if __name__ == "__main__":
             writer.add_scalar("poi/max", poi.max().item(), global_step)
             writer.add_scalar("poi/intrinsic_reward_mean", int_rewards.mean().item(), global_step)
             writer.add_scalar("poi/int_weight", int_weight, global_step)
+            log_interest_by_action(writer, global_step, poi, obs, actions, next_views)
             writer.add_scalar("emb/loss", emb_loss, global_step)
             with torch.no_grad():
                 raw = emb_net.raw(*sample_sets(*emb_pool, args.num_envs, args.emb_set_size))

@@ -21,6 +21,7 @@ from common.checkpoint import env_state, restore_checkpoint, set_env_state
 from common.columns import keep_columns, select_columns
 from common.console import say
 from common.heldout import HeldoutEval
+from common.interest_by_action import log_interest_by_action
 from common.runs import Run, RunArgs, check_finite, parse_args, progress_line
 from envs import fill_in_env_defaults, is_color_door_key, make_vector_env, resolve_env_id, true_next_obs, view_columns
 
@@ -475,6 +476,7 @@ if __name__ == "__main__":
         final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
         target_size = obs_dim if args.model_target == "forward" else 1
         targets = torch.zeros((args.num_steps, args.num_envs, target_size)).to(device)
+        next_views = torch.zeros_like(obs)  # each step's true next observation, for poi/by_action/* alone
 
         # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
         iteration = 0
@@ -539,6 +541,7 @@ if __name__ == "__main__":
                 next_obs_np, reward, termination, truncation, infos = envs.step(action.cpu().numpy())
                 done = np.logical_or(termination, truncation)
                 real_next_obs = torch.tensor(true_next_obs(next_obs_np, infos, done), device=device)
+                next_views[step] = real_next_obs
                 if truncation.any():  # a truncated episode bootstraps from its final observation
                     with torch.no_grad():
                         final_values[step, truncation] = agent.get_value(real_next_obs[truncation])[0].flatten()
@@ -698,6 +701,7 @@ if __name__ == "__main__":
             writer.add_scalar("poi/max", poi.max().item(), global_step)
             writer.add_scalar("poi/intrinsic_reward_mean", int_rewards.mean().item(), global_step)
             writer.add_scalar("poi/int_weight", int_weight, global_step)
+            log_interest_by_action(writer, global_step, poi, obs, actions, next_views)
             mean_return = np.mean(iteration_returns) if iteration_returns else float("nan")
             say(progress_line(global_step, args.total_timesteps, sps, mean_return, model_train_loss))
             run.end_iteration(iteration, global_step, stateful, loop_state)  # the checkpoint when due; a stop if asked

@@ -273,6 +273,8 @@ EMB_METRICS = {
     "emb/projection_0",
     "emb/projection_2",
     "poi/mean",
+    "poi/by_action/turn",
+    "poi/by_action/forward",
     "poi/intrinsic_reward_mean",
     "poi/eval_mean",
     "losses/int_value_loss",

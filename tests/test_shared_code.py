@@ -55,3 +55,19 @@ def test_the_two_shaping_files_share_their_common_block_line_for_line():
     for name in common:
         if name not in ("Args", "RANGES", "fill_in_defaults"):
             assert found[name]["ppo_poi_diayn"] == found[name]["ppo_poi_emb"], name
+
+
+# the files with a per-transition interest: each logs it per kind of transition (common/interest_by_action.py)
+INTEREST_BY_ACTION = ("ppo_poi_disagreement", "ppo_poi_emb", "ppo_poi_ensemble", "ppo_poi_grad", "ppo_poi_progress")
+
+
+def test_the_interest_by_action_logging_is_the_same_lines_in_each_file_with_a_per_transition_interest():
+    """Its import, its storage, the step's store and the call: the same four lines, in every such file."""
+    blocks = {}
+    for path in sorted(ALGOS.glob("*.py")):
+        lines = [line for line in path.read_text().splitlines() if "interest_by_action" in line or "next_views" in line]
+        if lines:
+            blocks[path.stem] = lines
+    assert tuple(blocks) == INTEREST_BY_ACTION
+    assert len(blocks["ppo_poi_grad"]) == 4
+    assert all(lines == blocks["ppo_poi_grad"] for lines in blocks.values())

@@ -241,6 +241,8 @@ def test_poi_files_log_everything_ppo_logs_and_poi(tmp_path, script, target):
     assert (DESIGN_METRICS - {"charts/episodic_return", "charts/episodic_length"}) | POI_METRICS <= set(scalars)
     poi = [v for _, v in scalars["poi/mean"]]
     assert len(poi) == 4 and np.isfinite(poi).all() and min(poi) > 0
+    if script != "algos/ppo_poi_policy.py":  # its interest is the observation's, not the transition's
+        assert len(scalars["poi/by_action/turn"]) == len(scalars["poi/by_action/forward"]) == 4
     assert all(m >= p for (_, m), p in zip(scalars["poi/max"], poi))
 
 
