@@ -170,24 +170,31 @@ def test_continuous_ppo_ensemble_runs(tmp_path, env_id):
 
 
 @pytest.mark.parametrize(
-    "script, flags, message",
+    "script, flags, message, fresh",
     [
-        ("algos/sac_forward_model.py", ["--env", "CartPole-v1"], "error: CartPole-v1 has a Discrete action space"),
-        ("algos/sac_forward_model.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'"),
+        (  # each file's first case in a fresh interpreter
+            "algos/sac_forward_model.py",
+            ["--env", "CartPole-v1"],
+            "error: CartPole-v1 has a Discrete action space",
+            True,
+        ),
+        ("algos/sac_forward_model.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'", False),
         (
             "algos/sac_forward_model.py",
             ["--fm-eval-fraction", "1.5"],
             "error: --fm-eval-fraction must be a finite number in (0, 1), got 1.5",
+            False,
         ),
         (
             "algos/ppo_continuous_poi_ensemble.py",
             ["--ensemble-size", "1"],
             "error: --ensemble-size must be a finite number in [2, inf), got 1",
+            True,
         ),
-        ("algos/ppo_continuous_poi_ensemble.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'"),
+        ("algos/ppo_continuous_poi_ensemble.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'", False),
     ],
 )
-def test_continuous_files_reject_bad_input_with_one_line(tmp_path, script, flags, message):
-    proc = run(tmp_path, *flags, script=script, check=False)
+def test_continuous_files_reject_bad_input_with_one_line(tmp_path, script, flags, message, fresh):
+    proc = run(tmp_path, *flags, script=script, check=False, fresh=fresh)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith(message), proc.stderr
     assert not (tmp_path / "runs").exists()

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import forked
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
     "--num-envs",
@@ -63,18 +65,19 @@ def held(*folders):
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
     """A ppo.py run stopped by Ctrl-C in its third iteration, with a checkpoint every iteration
-    (checkpoint.pt and the one before it), and the same run uninterrupted: their run folders."""
+    (checkpoint.pt and the one before it), and the same run uninterrupted (forked: tests/forked.py): their run
+    folders."""
     base = tmp_path_factory.mktemp("stopped")
     flags = [*TINY, "--total-timesteps", "1536", "--checkpoint-every", "1"]
     for name in ("reference", "stopped"):
         (base / name).mkdir()
-    reference, process = start(base / "reference", *flags), start(base / "stopped", *flags)
+    reference = forked.run([ROOT / "algos/ppo.py", "--runs-dir", base / "reference/runs", *flags], base / "reference")
+    process = start(base / "stopped", *flags)
     steps = 0
     while steps < 2:
         steps += process.stdout.readline().startswith("step")
     process.send_signal(signal.SIGINT)
     process.communicate(timeout=120)
-    reference.communicate(timeout=120)
     assert process.returncode == 130 and reference.returncode == 0
     return only_run_dir(base / "stopped"), only_run_dir(base / "reference")
 

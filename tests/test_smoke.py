@@ -1,4 +1,5 @@
-"""End-to-end runs of algos/ppo.py in a subprocess, with their TensorBoard scalars read back."""
+"""End-to-end runs of the algorithm files (forked from the test process: tests/forked.py, or in a fresh interpreter),
+with their TensorBoard scalars read back."""
 
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import torch
 
 from common.tb import read_scalars
 from common.checks import check_and_fill
+from tests import forked
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--num-envs", "2", "--num-steps", "128", "--num-minibatches", "2", "--eval-steps", "64"]
@@ -31,9 +33,14 @@ DESIGN_METRICS = {
 }
 
 
-def run(tmp_path, *flags, script="algos/ppo.py", check=True):
-    cmd = [sys.executable, str(ROOT / script), "--runs-dir", str(tmp_path / "runs"), *flags]
-    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+def run(tmp_path, *flags, script="algos/ppo.py", check=True, fresh=False):
+    """`python script --runs-dir tmp_path/runs *flags` in `tmp_path`, forked from the test process, or with `fresh`
+    in a new interpreter (its own start-up, hash seed and import-time warnings)."""
+    cmd = [str(ROOT / script), "--runs-dir", str(tmp_path / "runs"), *flags]
+    if fresh:
+        proc = subprocess.run([sys.executable, *cmd], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    else:
+        proc = forked.run(cmd, tmp_path)
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -144,16 +151,17 @@ def test_capture_video(tmp_path):
 
 @pytest.mark.slow
 def test_same_seed_gives_identical_scalars(tmp_path):
+    """Each run in a fresh interpreter (its own hash seed)."""
     flags = (*SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "768", "--seed", "3")
     logs = []
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-        run(tmp_path / name, *flags)
+        run(tmp_path / name, *flags, fresh=True)
         scalars = read_scalars(only_run_dir(tmp_path / name))
         scalars.pop("charts/SPS")
         logs.append(scalars)
     assert logs[0] == logs[1]
-    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "768", "--seed", "4")
+    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "768", "--seed", "4", fresh=True)
     other = read_scalars(only_run_dir(tmp_path))
     assert other["losses/value_loss"] != logs[0]["losses/value_loss"]
 
@@ -191,8 +199,9 @@ def test_bad_input_is_rejected_with_a_message_naming_it(flags, message):
 
 @pytest.mark.parametrize("flags, message", [BAD_INPUT[0], BAD_INPUT[6]])
 def test_bad_input_fails_fast_with_one_line(tmp_path, flags, message):
-    """The command-line path of the cases above: one line on stderr, a non-zero exit, no run started."""
-    proc = run(tmp_path, *flags, check=False)
+    """The command-line path of the cases above, in a fresh interpreter: one line on stderr, a non-zero exit, no run
+    started."""
+    proc = run(tmp_path, *flags, check=False, fresh=True)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: ")
     assert message in lines[0]
