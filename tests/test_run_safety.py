@@ -66,7 +66,7 @@ def held(*folders):
 def stopped(tmp_path_factory):
     """A ppo.py run stopped by Ctrl-C in its third iteration, with a checkpoint every iteration
     (checkpoint.pt and the one before it), and the same run uninterrupted (forked: tests/forked.py): their run
-    folders."""
+    folders. The tests that read them are in one xdist group: one test process makes them."""
     base = tmp_path_factory.mktemp("stopped")
     flags = [*TINY, "--total-timesteps", "1536", "--checkpoint-every", "1"]
     for name in ("reference", "stopped"):
@@ -80,6 +80,9 @@ def stopped(tmp_path_factory):
     process.communicate(timeout=120)
     assert process.returncode == 130 and reference.returncode == 0
     return only_run_dir(base / "stopped"), only_run_dir(base / "reference")
+
+
+STOPPED = pytest.mark.xdist_group("stopped")
 
 
 def resume(run_dir, script="ppo.py"):
@@ -117,6 +120,7 @@ def test_ctrl_c_after_the_reader_went_away_still_writes_the_checkpoint(tmp_path)
     assert (only_run_dir(tmp_path) / "checkpoint.pt").is_file()
 
 
+@STOPPED
 def test_a_resume_in_a_folder_another_process_works_in_exits_with_one_line_and_writes_nothing(tmp_path, stopped):
     run_dir = copy_of(stopped[0], tmp_path)
     with held(run_dir):
@@ -125,6 +129,7 @@ def test_a_resume_in_a_folder_another_process_works_in_exits_with_one_line_and_w
         assert snapshot(run_dir) == before
 
 
+@STOPPED
 def test_two_resumes_of_one_run_at_once(tmp_path, stopped):
     run_dir = copy_of(stopped[0], tmp_path)
     first = subprocess.Popen(
@@ -184,6 +189,7 @@ def test_a_second_sweep_on_a_folder_exits_with_one_line_and_writes_nothing(tmp_p
     assert [p.name for p in out.iterdir()] == [".lock"]
 
 
+@STOPPED
 def test_a_resume_from_a_cut_short_checkpoint_goes_on_from_the_one_before(tmp_path, stopped):
     from common.tb import read_scalars
 
@@ -199,6 +205,7 @@ def test_a_resume_from_a_cut_short_checkpoint_goes_on_from_the_one_before(tmp_pa
     assert scalars == reference
 
 
+@STOPPED
 def test_a_resume_with_no_readable_checkpoint_exits_with_one_line_and_writes_nothing(tmp_path, stopped):
     run_dir = copy_of(stopped[0], tmp_path)
     for name in ("checkpoint.pt", "checkpoint.prev.pt"):
@@ -208,6 +215,7 @@ def test_a_resume_with_no_readable_checkpoint_exits_with_one_line_and_writes_not
     assert snapshot(run_dir) == before
 
 
+@STOPPED
 def test_a_resume_with_another_file_exits_with_one_line_and_writes_nothing(tmp_path, stopped):
     run_dir = copy_of(stopped[0], tmp_path)
     before = snapshot(run_dir)
