@@ -441,16 +441,21 @@ def test_the_ratio_to_the_baseline_counts_the_baselines_spread():
     """Method and baseline drawn from one distribution (true ratio 1), 10 runs each: the 95% interval of
     the ratio of IQMs holds 1 in about 95% of 200 draws; dividing by the baseline's IQM as if it were exact
     and bootstrapping the method alone holds it far less often. A baseline set against itself gives 1, and a
-    method whose every run is half the baseline's gives a half, inside its interval."""
+    method whose every run is half the baseline's gives a half, inside its interval.
+
+    The interval as if the baseline were exact is the percentile bootstrap of the method's IQM written here with
+    numpy, all resamples at once (what analyze.interval_estimates computes through rliable, at a hundredth of its
+    time)."""
     from scipy.stats import trim_mean
 
-    rng = np.random.default_rng(0)
+    rng, resample = np.random.default_rng(0), np.random.default_rng(1)
     holds, holds_if_exact = 0, 0
     for _ in range(200):
         method, base = rng.lognormal(12, 0.3, (10, 1)), rng.lognormal(12, 0.3, (10, 1))
         _, low, high = analyze.ratio_estimates({"m": method}, base, reps=1000, seed=0)["m"]
         holds += low <= 1 <= high
-        _, low, high = analyze.interval_estimates({"m": method / trim_mean(base.ravel(), 0.25)}, reps=1000, seed=0)["m"]
+        iqms = trim_mean(method.ravel()[resample.integers(10, size=(1000, 10))], 0.25, axis=1)
+        low, high = np.percentile(iqms / trim_mean(base.ravel(), 0.25), [2.5, 97.5])
         holds_if_exact += low <= 1 <= high
     assert holds >= 0.88 * 200 and holds_if_exact <= holds - 10, (holds, holds_if_exact)
     estimates = analyze.ratio_estimates({"base": base, "half": base / 2}, base, reps=1000, seed=0)
