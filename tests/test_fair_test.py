@@ -141,7 +141,7 @@ def test_the_tables_made_from_the_committed_series_are_those_made_from_the_event
         "--train-threshold",
         "1",
         "--reps",
-        "300",
+        "100",
         "--task-window",
         "20000",
         "--comparisons",
