@@ -33,7 +33,10 @@ FLAGS = {
     "ppo_poi_diayn.py": DISCRETE + ["--skill-steps", "24"],  # a skill ends mid-rollout and across the checkpoint
     "ppo_poi_emb.py": FROM_START,
     "ppo_continuous_poi_ensemble.py": "--num-envs 2 --num-steps 64 --num-minibatches 2 --total-timesteps 768".split(),
-    "sac_forward_model.py": "--total-timesteps 2200 --learning-starts 1500 --checkpoint-every 1000".split(),
+    # SAC logs (and checkpoints) every 1,000 steps: its updates from step 1,800, the checkpoint at 2,000
+    "sac_forward_model.py": (
+        "--total-timesteps 2200 --learning-starts 1800 --checkpoint-every 1000 --batch-size 64 --fm-hidden-size 64"
+    ).split(),
 }
 
 
