@@ -6,10 +6,12 @@ the test process, which has imported them once, runs the same file as `__main__`
 directory, stdout and stderr (its own file descriptors 1 and 2), exit code, warnings shown on stderr and logging
 (Python's defaults: the test's capture of them is left behind), for a few seconds less per run.
 
+`run` waits for the run's end, `start` gives a `Started` to read its lines and send it signals as the run goes on.
+
 What a fork cannot check is a fresh interpreter's start-up: the file's own `sys.path` line, a warning printed while
 importing, a random hash seed. The tests that start real processes keep those: every file's `--resume` command line
-in test_checkpoint (a fresh interpreter, whose run must end as the forked reference run did), the bad-input command
-lines, the signal tests and the sweeps."""
+in test_checkpoint (a fresh interpreter, whose run must end as the forked reference run did), the same-seed run, the
+first bad-input case of each command line, the tests of a reader that goes away, and the sweeps' runs."""
 
 import atexit
 import importlib
@@ -128,3 +130,58 @@ def run(argv, cwd, timeout=300):
         err.seek(0)
         stdout, stderr = (f.read().decode(errors="backslashreplace") for f in (out, err))
     return subprocess.CompletedProcess([sys.executable, *argv], os.waitstatus_to_exitcode(status), stdout, stderr)
+
+
+class Started:
+    """A forked run going on (`start`): what the tests use of a subprocess.Popen with text pipes. Its stdout is a pipe
+    (read it line by line as the run writes), its stderr is kept for `communicate`."""
+
+    def __init__(self, argv, cwd):
+        argv = [str(a) for a in argv]
+        _import_once(argv)
+        self.args, self.returncode = [sys.executable, *argv], None
+        read, write = os.pipe()
+        self._err = tempfile.TemporaryFile()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(read)
+            _child(argv, str(cwd), write, self._err.fileno())
+        os.close(write)
+        self.stdout = open(read, encoding="utf-8", errors="backslashreplace")
+
+    def send_signal(self, signum):
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            ended = os.pidfd_open(self.pid)
+            try:
+                if not select.select([ended], [], [], timeout)[0]:
+                    raise subprocess.TimeoutExpired(self.args, timeout)
+                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            finally:
+                os.close(ended)
+        return self.returncode
+
+    def communicate(self, timeout=None):
+        """(the rest of stdout, stderr) once the run has ended; killed after `timeout` seconds."""
+        killer = threading.Timer(timeout, os.kill, (self.pid, signal.SIGKILL)) if timeout else None
+        if killer:
+            killer.start()
+        try:
+            out = self.stdout.read()
+            self.wait()
+        finally:
+            if killer:
+                killer.cancel()
+        self.stdout.close()
+        self._err.seek(0)
+        err = self._err.read().decode(errors="backslashreplace")
+        self._err.close()
+        return out, err
+
+
+def start(argv, cwd):
+    """`python *argv` in `cwd`, forked, going on: a `Started` (see there)."""
+    return Started(argv, cwd)

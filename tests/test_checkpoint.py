@@ -2,7 +2,6 @@
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from common.checkpoint import CHECKPOINT
 from common.tb import read_scalars
+from tests import forked
 from tests.reference import FLAGS, by_reference, reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,8 +29,8 @@ def scalars_without_timing(run_dir):
 
 
 def start(script, runs_dir, *flags):
-    cmd = [sys.executable, str(ROOT / script), "--runs-dir", str(runs_dir), *flags]
-    return subprocess.Popen(cmd, cwd=runs_dir.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """The run, forked from the test process (tests/forked.py), going on."""
+    return forked.start([ROOT / script, "--runs-dir", runs_dir, *flags], runs_dir.parent)
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,9 @@ def start(script, runs_dir, *flags):
 )
 def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, shared_run, key):
     """A key names the file, and flags after it for a variant with state of its own (tests/reference.py); the
-    uninterrupted run is the key's reference run."""
+    uninterrupted run is the key's reference run. The interrupted run is forked from the test process; the resume
+    is the command line the run printed, in a fresh interpreter: every file's start-up from the command line
+    (forked for a variant, whose file starts afresh under its own key)."""
     script, flags = reference(key)
     interrupted = start(script, tmp_path / "interrupted", *flags)
     assert interrupted.stdout.readline().startswith("run folder: ")
@@ -53,13 +55,11 @@ def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, shar
     assert lines[0].endswith(f"--resume {run_dir}") and (run_dir / CHECKPOINT).is_file()
     assert not (run_dir / "finished.json").exists()
 
-    resume = subprocess.run(  # a fresh interpreter, from the command line the run printed
-        lines[0].split("resume with: ")[1].split(),
-        cwd=tmp_path / "interrupted",
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    command = lines[0].split("resume with: ")[1].split()
+    if " " in key:
+        resume = forked.run(command[1:], tmp_path / "interrupted", timeout=120)
+    else:
+        resume = subprocess.run(command, cwd=tmp_path / "interrupted", capture_output=True, text=True, timeout=120)
     assert resume.returncode == 0, resume.stderr[-2000:]
     assert (run_dir / "finished.json").is_file() and not (run_dir / CHECKPOINT).exists()
     assert scalars_without_timing(run_dir) == scalars_without_timing(shared_run(script, *flags))

@@ -65,14 +65,14 @@ def held(*folders):
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
     """A ppo.py run stopped by Ctrl-C in its third iteration, with a checkpoint every iteration
-    (checkpoint.pt and the one before it), and the same run uninterrupted (forked: tests/forked.py): their run
+    (checkpoint.pt and the one before it), and the same run uninterrupted, both forked (tests/forked.py): their run
     folders. The tests that read them are in one xdist group: one test process makes them."""
     base = tmp_path_factory.mktemp("stopped")
     flags = [*TINY, "--total-timesteps", "1536", "--checkpoint-every", "1"]
     for name in ("reference", "stopped"):
         (base / name).mkdir()
     reference = forked.run([ROOT / "algos/ppo.py", "--runs-dir", base / "reference/runs", *flags], base / "reference")
-    process = start(base / "stopped", *flags)
+    process = forked.start([ROOT / "algos/ppo.py", "--runs-dir", base / "stopped/runs", *flags], base / "stopped")
     steps = 0
     while steps < 2:
         steps += process.stdout.readline().startswith("step")
@@ -86,8 +86,8 @@ STOPPED = pytest.mark.xdist_group("stopped")
 
 
 def resume(run_dir, script="ppo.py"):
-    cmd = [sys.executable, str(ROOT / "algos" / script), "--resume", str(run_dir)]
-    return subprocess.run(cmd, cwd=run_dir.parent, capture_output=True, text=True, timeout=120)
+    """`python algos/<script> --resume run_dir`, forked from the test process (tests/forked.py)."""
+    return forked.run([ROOT / "algos" / script, "--resume", run_dir], run_dir.parent, timeout=120)
 
 
 def copy_of(run_dir, tmp_path):

@@ -158,7 +158,7 @@ def test_same_seed_gives_identical_scalars(tmp_path, shared_run, key):
     script, flags = reference(key)
     for name, seed in (("same", []), ("other", ["--seed", "4"])):
         (tmp_path / name).mkdir()
-        run(tmp_path / name, *flags, *seed, script=script, fresh=True)
+        run(tmp_path / name, *flags, *seed, script=script, fresh=not seed)
     logs = []
     for run_dir in (shared_run(script, *flags), only_run_dir(tmp_path / "same"), only_run_dir(tmp_path / "other")):
         logs.append(read_scalars(run_dir))
@@ -340,11 +340,11 @@ def test_evaluation_and_logging_never_change_training(tmp_path, shared_run, key)
 
 
 def test_a_terminated_run_exits_with_one_line_and_keeps_its_logs(tmp_path, signal_name="SIGTERM", code=143):
-    """SIGTERM (a sweep's timeout, `kill`); Ctrl-C and resuming: tests/test_checkpoint.py."""
+    """SIGTERM (a sweep's timeout, `kill`) to a forked run (tests/forked.py); Ctrl-C and resuming:
+    tests/test_checkpoint.py."""
     import signal
 
     cmd = [
-        sys.executable,
         str(ROOT / "algos/ppo.py"),
         "--runs-dir",
         str(tmp_path / "runs"),
@@ -356,7 +356,7 @@ def test_a_terminated_run_exits_with_one_line_and_keeps_its_logs(tmp_path, signa
         "--total-timesteps",
         "10240000",
     ]
-    process = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = forked.start(cmd, tmp_path)
     assert process.stdout.readline().startswith("run folder: ")
     for _ in range(3):  # three iterations logged
         assert process.stdout.readline().startswith("step")
