@@ -2,7 +2,6 @@
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,69 +9,10 @@ from torch.utils.tensorboard import SummaryWriter
 
 from common.checkpoint import CHECKPOINT
 from common.tb import read_scalars
+from tests import forked
+from tests.reference import FLAGS, by_reference, reference
 
 ROOT = Path(__file__).resolve().parents[1]
-DISCRETE = [
-    "--num-envs",
-    "2",
-    "--num-steps",
-    "64",
-    "--num-minibatches",
-    "2",
-    "--eval-steps",
-    "64",
-    "--eval-every",
-    "1",
-    "--env",
-    "ColorDoorKey-6x6",
-    "--model-target",
-    "key_distance",
-    "--total-timesteps",
-    "768",
-    "--change-steps",
-    "384",
-]
-FLAGS = {
-    "ppo.py": DISCRETE,
-    "ppo_poi_ensemble.py": DISCRETE + ["--int-after-return", "0"],
-    "ppo_poi_disagreement.py": DISCRETE + ["--int-after-return", "0"],
-    "ppo_poi_grad.py": DISCRETE + ["--int-after-return", "0"],
-    "ppo_poi_progress.py": DISCRETE + ["--int-after-return", "0", "--interest", "progress"],  # its lagged copy
-    "ppo_poi_progress.py --interest noise": DISCRETE
-    + ["--int-after-return", "0", "--interest", "noise"],  # its generator
-    "ppo_poi_progress.py --progress-lag": DISCRETE
-    + ["--int-after-return", "0", "--interest", "progress", "--progress-lag", "2"],  # its snapshots
-    "ppo_poi_progress.py --interest excess": DISCRETE
-    + ["--int-after-return", "0", "--interest", "excess", "--model-gaussian"],
-    "ppo_poi_progress.py --model-data uniform": DISCRETE
-    + [
-        "--int-after-return",
-        "0",
-        "--interest",
-        "error",
-        "--model-data",
-        "uniform",
-        "--replay-size",
-        "256",
-    ],  # its buffer
-    "ppo_poi_policy.py": DISCRETE + ["--int-after-return", "0"],
-    "ppo_poi_replay.py": DISCRETE + ["--replay-size", "256"],
-    "ppo_poi_replay.py --model-data curious": DISCRETE
-    + ["--replay-size", "384", "--model-data", "curious"],  # its draw counts, kept past the iteration after resume
-    "ppo_poi_diayn.py": DISCRETE + ["--skill-steps", "24"],  # a skill ends mid-rollout and across the checkpoint
-    "ppo_poi_emb.py": DISCRETE + ["--int-after-return", "0"],
-    "ppo_continuous_poi_ensemble.py": [
-        "--num-envs",
-        "2",
-        "--num-steps",
-        "64",
-        "--num-minibatches",
-        "2",
-        "--total-timesteps",
-        "768",
-    ],
-    "sac_forward_model.py": ["--total-timesteps", "2200", "--learning-starts", "1500", "--checkpoint-every", "1000"],
-}
 
 
 def accumulator_scalars(run_dir):
@@ -89,40 +29,40 @@ def scalars_without_timing(run_dir):
 
 
 def start(script, runs_dir, *flags):
-    cmd = [sys.executable, str(ROOT / "algos" / script), "--runs-dir", str(runs_dir), *flags]
-    return subprocess.Popen(cmd, cwd=runs_dir.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """The run, forked from the test process (tests/forked.py), going on."""
+    return forked.start([ROOT / script, "--runs-dir", runs_dir, *flags], runs_dir.parent)
 
 
 @pytest.mark.parametrize(
-    "script", [pytest.param(s, marks=pytest.mark.slow) if s.startswith("sac") else s for s in sorted(FLAGS)]
+    "key",
+    by_reference([k for k in sorted(FLAGS) if not k.startswith("sac")])
+    + by_reference(["sac_forward_model.py"], marks=[pytest.mark.slow]),
 )
-def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, script):
-    flags = FLAGS[script]
-    script = script.split()[0]  # a key may name flags after the file, for a variant with state of its own
-    reference = start(script, tmp_path / "reference", *flags)
+def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, shared_run, key):
+    """A key names the file, and flags after it for a variant with state of its own (tests/reference.py); the
+    uninterrupted run is the key's reference run. The interrupted run is forked from the test process; the resume
+    is the command line the run printed, in a fresh interpreter: every file's start-up from the command line
+    (forked for a variant, whose file starts afresh under its own key)."""
+    script, flags = reference(key)
     interrupted = start(script, tmp_path / "interrupted", *flags)
     assert interrupted.stdout.readline().startswith("run folder: ")
     assert interrupted.stdout.readline().startswith("step")  # one iteration logged: stop in the second
     interrupted.send_signal(signal.SIGINT)
     _, err = interrupted.communicate(timeout=120)
-    assert reference.wait(timeout=120) == 0, reference.stderr.read()[-2000:]
     (run_dir,) = (tmp_path / "interrupted").iterdir()
     lines = err.strip().splitlines()
     assert interrupted.returncode == 130 and len(lines) == 1, err
     assert lines[0].endswith(f"--resume {run_dir}") and (run_dir / CHECKPOINT).is_file()
     assert not (run_dir / "finished.json").exists()
 
-    resume = subprocess.run(
-        lines[0].split("resume with: ")[1].split(),
-        cwd=tmp_path / "interrupted",
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    command = lines[0].split("resume with: ")[1].split()
+    if " " in key:
+        resume = forked.run(command[1:], tmp_path / "interrupted", timeout=120)
+    else:
+        resume = subprocess.run(command, cwd=tmp_path / "interrupted", capture_output=True, text=True, timeout=120)
     assert resume.returncode == 0, resume.stderr[-2000:]
     assert (run_dir / "finished.json").is_file() and not (run_dir / CHECKPOINT).exists()
-    (reference_dir,) = (tmp_path / "reference").iterdir()
-    assert scalars_without_timing(run_dir) == scalars_without_timing(reference_dir)
+    assert scalars_without_timing(run_dir) == scalars_without_timing(shared_run(script, *flags))
     assert read_scalars(run_dir) == accumulator_scalars(run_dir)  # two event files, the second one purging
 
 

@@ -97,7 +97,18 @@ def test_goal_observations_are_flattened():
     assert env.observation_space.shape == (13,)
 
 
-SAC_SMALL = ["--total-timesteps", "1200", "--learning-starts", "400", "--fm-retrain-every", "400", "--batch-size", "64"]
+SAC_SMALL = [
+    "--total-timesteps",
+    "600",
+    "--learning-starts",
+    "200",
+    "--fm-retrain-every",
+    "200",
+    "--fm-epochs",
+    "4",
+    "--batch-size",
+    "64",
+]
 
 
 @pytest.mark.slow
@@ -106,8 +117,8 @@ def test_sac_runs_and_retrains_the_forward_model_every_n_steps(tmp_path, env_id)
     run(tmp_path, "--env", env_id, *SAC_SMALL, "--save-model", "--fm-gaussian", script="algos/sac_forward_model.py")
     run_dir = only_run_dir(tmp_path)
     scalars = read_scalars(run_dir)
-    assert [s for s, _ in scalars["fm/train_loss"]] == [400, 800, 1200]
-    assert [s for s, _ in scalars["fm/eval_loss"]] == [400, 800, 1200]
+    assert [s for s, _ in scalars["fm/train_loss"]] == [200, 400, 600]
+    assert [s for s, _ in scalars["fm/eval_loss"]] == [200, 400, 600]
     assert {"losses/qf_loss", "losses/actor_loss", "losses/alpha", "charts/SPS"} <= set(scalars)
     model = sac.ForwardModel.load(run_dir / "forward_model.pt")
     assert model.config["gaussian"] and (run_dir / "finished.json").is_file()
@@ -170,24 +181,31 @@ def test_continuous_ppo_ensemble_runs(tmp_path, env_id):
 
 
 @pytest.mark.parametrize(
-    "script, flags, message",
+    "script, flags, message, fresh",
     [
-        ("algos/sac_forward_model.py", ["--env", "CartPole-v1"], "error: CartPole-v1 has a Discrete action space"),
-        ("algos/sac_forward_model.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'"),
+        (  # each file's first case in a fresh interpreter
+            "algos/sac_forward_model.py",
+            ["--env", "CartPole-v1"],
+            "error: CartPole-v1 has a Discrete action space",
+            True,
+        ),
+        ("algos/sac_forward_model.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'", False),
         (
             "algos/sac_forward_model.py",
             ["--fm-eval-fraction", "1.5"],
             "error: --fm-eval-fraction must be a finite number in (0, 1), got 1.5",
+            False,
         ),
         (
             "algos/ppo_continuous_poi_ensemble.py",
             ["--ensemble-size", "1"],
             "error: --ensemble-size must be a finite number in [2, inf), got 1",
+            True,
         ),
-        ("algos/ppo_continuous_poi_ensemble.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'"),
+        ("algos/ppo_continuous_poi_ensemble.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'", False),
     ],
 )
-def test_continuous_files_reject_bad_input_with_one_line(tmp_path, script, flags, message):
-    proc = run(tmp_path, *flags, script=script, check=False)
+def test_continuous_files_reject_bad_input_with_one_line(tmp_path, script, flags, message, fresh):
+    proc = run(tmp_path, *flags, script=script, check=False, fresh=fresh)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith(message), proc.stderr
     assert not (tmp_path / "runs").exists()

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from common.evaluate import POLICY, draw_condition, draw_noise, evaluate, save_policy
+from tests import forked
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,7 +94,6 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path):
     from envs import OneHotFlatObs
 
     cmd = [
-        sys.executable,
         str(ROOT / "algos/ppo.py"),
         "--runs-dir",
         str(tmp_path / "runs"),
@@ -111,7 +111,7 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path):
         "64",
         "--save-model",
     ]
-    assert subprocess.run(cmd, cwd=tmp_path, capture_output=True, timeout=300).returncode == 0
+    assert forked.run(cmd, tmp_path).returncode == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
     result = evaluate(run_dir, episodes=3, deterministic=True, seed=5)
     agent = Agent(980, 7)
@@ -126,40 +126,26 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path):
             total, length, done = total + float(reward), length + 1, terminated or truncated
         assert (result["returns"][episode], result["lengths"][episode]) == (pytest.approx(total), length)
 
-    cli = subprocess.run(
-        [sys.executable, "-m", "common.evaluate", str(run_dir), "--episodes", "2", "--json", str(tmp_path / "e.json")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    cli = forked.run(["-m", "common.evaluate", run_dir, "--episodes", "2", "--json", tmp_path / "e.json"], ROOT)
     assert cli.returncode == 0 and "2 episodes, return" in cli.stdout, cli.stderr
     assert len(json.loads((tmp_path / "e.json").read_text())["returns"]) == 2
-    other = subprocess.run(
-        [sys.executable, "-m", "common.evaluate", str(run_dir), "--key-color", "blue"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    other = forked.run(["-m", "common.evaluate", run_dir, "--key-color", "blue"], ROOT)
     assert other.returncode == 1 and other.stderr.strip() == "error: --key-color needs a ColorDoorKey run"
 
 
 @pytest.mark.parametrize(
-    "folder, flags, message",
+    "folder, flags, message, fresh",
     [
-        (".", [], "no policy.pt2"),
-        (".", ["--episodes", "0"], "--episodes must be positive"),
-        ("nope", [], "error: no run folder {tmp_path}/nope"),
+        (".", [], "no policy.pt2", True),  # the command line in a fresh interpreter; the others forked
+        (".", ["--episodes", "0"], "--episodes must be positive", False),
+        ("nope", [], "error: no run folder {tmp_path}/nope", False),
     ],
 )
-def test_evaluate_rejects_bad_input_with_one_line(tmp_path, folder, flags, message):
-    cli = subprocess.run(
-        [sys.executable, "-m", "common.evaluate", str(tmp_path / folder), *flags],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def test_evaluate_rejects_bad_input_with_one_line(tmp_path, folder, flags, message, fresh):
+    cmd = ["-m", "common.evaluate", str(tmp_path / folder), *flags]
+    if fresh:
+        cli = subprocess.run([sys.executable, *cmd], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    else:
+        cli = forked.run(cmd, ROOT, timeout=60)
     lines = cli.stderr.strip().splitlines()
     assert cli.returncode == 1 and len(lines) == 1 and message.format(tmp_path=tmp_path) in lines[0], cli.stderr

@@ -14,6 +14,7 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from common import analyze, frontier, series
+from tests import forked
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,9 +115,8 @@ def write_run(folder, method, seed, relearn_at, returns_after, finished=True):
 
 
 def analyse(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "common.analyze", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    """`python -m common.analyze *args`, forked from the test process (tests/forked.py)."""
+    return forked.run(["-m", "common.analyze", *args], ROOT, timeout=600)
 
 
 def test_the_tables_made_from_the_committed_series_are_those_made_from_the_event_files(tmp_path):
@@ -124,12 +124,7 @@ def test_the_tables_made_from_the_committed_series_are_those_made_from_the_event
     for method, (relearn, ret) in arms.items():
         for seed in range(1, 5):
             write_run(tmp_path / "runs", method, seed, relearn + 1000 * seed, ret)
-    made = subprocess.run(
-        [sys.executable, "-m", "common.series", str(tmp_path / "runs"), "--out", str(tmp_path / "s.jsonl.gz")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    made = forked.run(["-m", "common.series", tmp_path / "runs", "--out", tmp_path / "s.jsonl.gz"], ROOT)
     assert made.returncode == 0 and "16 finished runs" in made.stdout, made.stderr
     flags = [
         "--baseline",
@@ -146,7 +141,7 @@ def test_the_tables_made_from_the_committed_series_are_those_made_from_the_event
         "--train-threshold",
         "1",
         "--reps",
-        "300",
+        "100",
         "--task-window",
         "20000",
         "--comparisons",
@@ -220,7 +215,7 @@ def test_a_run_read_back_from_its_series_holds_the_float32_values_it_logged(tmp_
         assert back["scalars"][tag] == scalars[tag]
     assert back["scalars"]["charts/phase"] == [(1000, 0.0), (51000, 1.0)]  # where it changes
     assert back["phases"] == rec["phases"] and back["episodes"] == rec["episodes"]
-    again = subprocess.run(
+    again = subprocess.run(  # the command line in a fresh interpreter
         [
             sys.executable,
             "-m",

@@ -6,7 +6,8 @@ import torch
 
 from algos import ppo_poi_replay as replay
 from common.tb import read_scalars
-from tests.test_smoke import SMALL, only_run_dir, run
+from tests.reference import by_reference, reference
+from tests.test_smoke import only_run_dir, run
 
 
 def filled(priorities, obs_dim=3):
@@ -152,22 +153,15 @@ def test_training_from_curious_replay_counts_the_draws_and_sets_their_priorities
 
 
 @pytest.mark.slow
-def test_the_policy_is_the_same_whatever_the_model_trains_on(tmp_path):
-    flags = (
-        *SMALL,
-        "--env",
-        "ColorDoorKey-6x6",
-        "--total-timesteps",
-        "1024",
-        "--model-target",
-        "key_distance",
-        "--replay-size",
-        "512",
-    )
-    logs = {}
-    for data in ("prioritised", "uniform", "rollout", "curious"):
+@pytest.mark.parametrize("key", by_reference(["ppo_poi_replay.py"]))
+def test_the_policy_is_the_same_whatever_the_model_trains_on(tmp_path, shared_run, key):
+    """The reference run (tests/reference.py) trains the model on prioritised replay; the same flags with uniform
+    replay, with the rollout alone and with Curious Replay."""
+    script, flags = reference(key)
+    logs = {"prioritised": read_scalars(shared_run(script, *flags))}
+    for data in ("uniform", "rollout", "curious"):
         (tmp_path / data).mkdir()
-        run(tmp_path / data, *flags, "--model-data", data, script="algos/ppo_poi_replay.py")
+        run(tmp_path / data, *flags, "--model-data", data, script=script)
         logs[data] = read_scalars(only_run_dir(tmp_path / data))
     for data in ("uniform", "rollout", "curious"):
         assert logs[data]["losses/policy_loss"] == logs["prioritised"]["losses/policy_loss"]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import forked
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
     "--num-envs",
@@ -63,25 +65,29 @@ def held(*folders):
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
     """A ppo.py run stopped by Ctrl-C in its third iteration, with a checkpoint every iteration
-    (checkpoint.pt and the one before it), and the same run uninterrupted: their run folders."""
+    (checkpoint.pt and the one before it), and the same run uninterrupted, both forked (tests/forked.py): their run
+    folders. The tests that read them are in one xdist group: one test process makes them."""
     base = tmp_path_factory.mktemp("stopped")
     flags = [*TINY, "--total-timesteps", "1536", "--checkpoint-every", "1"]
     for name in ("reference", "stopped"):
         (base / name).mkdir()
-    reference, process = start(base / "reference", *flags), start(base / "stopped", *flags)
+    reference = forked.run([ROOT / "algos/ppo.py", "--runs-dir", base / "reference/runs", *flags], base / "reference")
+    process = forked.start([ROOT / "algos/ppo.py", "--runs-dir", base / "stopped/runs", *flags], base / "stopped")
     steps = 0
     while steps < 2:
         steps += process.stdout.readline().startswith("step")
     process.send_signal(signal.SIGINT)
     process.communicate(timeout=120)
-    reference.communicate(timeout=120)
     assert process.returncode == 130 and reference.returncode == 0
     return only_run_dir(base / "stopped"), only_run_dir(base / "reference")
 
 
+STOPPED = pytest.mark.xdist_group("stopped")
+
+
 def resume(run_dir, script="ppo.py"):
-    cmd = [sys.executable, str(ROOT / "algos" / script), "--resume", str(run_dir)]
-    return subprocess.run(cmd, cwd=run_dir.parent, capture_output=True, text=True, timeout=120)
+    """`python algos/<script> --resume run_dir`, forked from the test process (tests/forked.py)."""
+    return forked.run([ROOT / "algos" / script, "--resume", run_dir], run_dir.parent, timeout=120)
 
 
 def copy_of(run_dir, tmp_path):
@@ -114,6 +120,7 @@ def test_ctrl_c_after_the_reader_went_away_still_writes_the_checkpoint(tmp_path)
     assert (only_run_dir(tmp_path) / "checkpoint.pt").is_file()
 
 
+@STOPPED
 def test_a_resume_in_a_folder_another_process_works_in_exits_with_one_line_and_writes_nothing(tmp_path, stopped):
     run_dir = copy_of(stopped[0], tmp_path)
     with held(run_dir):
@@ -122,6 +129,7 @@ def test_a_resume_in_a_folder_another_process_works_in_exits_with_one_line_and_w
         assert snapshot(run_dir) == before
 
 
+@STOPPED
 def test_two_resumes_of_one_run_at_once(tmp_path, stopped):
     run_dir = copy_of(stopped[0], tmp_path)
     first = subprocess.Popen(
@@ -181,6 +189,7 @@ def test_a_second_sweep_on_a_folder_exits_with_one_line_and_writes_nothing(tmp_p
     assert [p.name for p in out.iterdir()] == [".lock"]
 
 
+@STOPPED
 def test_a_resume_from_a_cut_short_checkpoint_goes_on_from_the_one_before(tmp_path, stopped):
     from common.tb import read_scalars
 
@@ -196,6 +205,7 @@ def test_a_resume_from_a_cut_short_checkpoint_goes_on_from_the_one_before(tmp_pa
     assert scalars == reference
 
 
+@STOPPED
 def test_a_resume_with_no_readable_checkpoint_exits_with_one_line_and_writes_nothing(tmp_path, stopped):
     run_dir = copy_of(stopped[0], tmp_path)
     for name in ("checkpoint.pt", "checkpoint.prev.pt"):
@@ -205,6 +215,7 @@ def test_a_resume_with_no_readable_checkpoint_exits_with_one_line_and_writes_not
     assert snapshot(run_dir) == before
 
 
+@STOPPED
 def test_a_resume_with_another_file_exits_with_one_line_and_writes_nothing(tmp_path, stopped):
     run_dir = copy_of(stopped[0], tmp_path)
     before = snapshot(run_dir)

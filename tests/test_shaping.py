@@ -326,18 +326,18 @@ def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script, f
 
 
 @pytest.mark.parametrize(
-    "script, flags",
+    "script, flags, fresh",
     [
-        ("algos/ppo_poi_diayn.py", ["--num-skills", "1"]),
-        ("algos/ppo_poi_diayn.py", ["--uniform-prior-weight", "1.5"]),
-        ("algos/ppo_poi_diayn.py", ["--disc-input", "xy"]),  # the VAE's samples have no cell
-        ("algos/ppo_poi_diayn.py", ["--skill-interest", "error"]),  # nor targets
-        ("algos/ppo_poi_emb.py", ["--emb-size", "0"]),
-        ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "1"]),
+        ("algos/ppo_poi_diayn.py", ["--num-skills", "1"], True),  # each file's first case in a fresh interpreter
+        ("algos/ppo_poi_diayn.py", ["--uniform-prior-weight", "1.5"], False),
+        ("algos/ppo_poi_diayn.py", ["--disc-input", "xy"], False),  # the VAE's samples have no cell
+        ("algos/ppo_poi_diayn.py", ["--skill-interest", "error"], False),  # nor targets
+        ("algos/ppo_poi_emb.py", ["--emb-size", "0"], True),
+        ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "1"], False),
     ],
 )
-def test_shaping_files_reject_bad_flags_with_one_line(tmp_path, script, flags):
-    proc = run(tmp_path, *flags, script=script, check=False)
+def test_shaping_files_reject_bad_flags_with_one_line(tmp_path, script, flags, fresh):
+    proc = run(tmp_path, *flags, script=script, check=False, fresh=fresh)
     assert proc.returncode == 1 and proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
 
 

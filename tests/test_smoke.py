@@ -1,4 +1,5 @@
-"""End-to-end runs of algos/ppo.py in a subprocess, with their TensorBoard scalars read back."""
+"""End-to-end runs of the algorithm files (forked from the test process: tests/forked.py, or in a fresh interpreter),
+with their TensorBoard scalars read back."""
 
 import subprocess
 import sys
@@ -10,6 +11,8 @@ import torch
 
 from common.tb import read_scalars
 from common.checks import check_and_fill
+from tests import forked
+from tests.reference import by_reference, group, reference
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--num-envs", "2", "--num-steps", "128", "--num-minibatches", "2", "--eval-steps", "64"]
@@ -31,9 +34,14 @@ DESIGN_METRICS = {
 }
 
 
-def run(tmp_path, *flags, script="algos/ppo.py", check=True):
-    cmd = [sys.executable, str(ROOT / script), "--runs-dir", str(tmp_path / "runs"), *flags]
-    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+def run(tmp_path, *flags, script="algos/ppo.py", check=True, fresh=False):
+    """`python script --runs-dir tmp_path/runs *flags` in `tmp_path`, forked from the test process, or with `fresh`
+    in a new interpreter (its own start-up, hash seed and import-time warnings)."""
+    cmd = [str(ROOT / script), "--runs-dir", str(tmp_path / "runs"), *flags]
+    if fresh:
+        proc = subprocess.run([sys.executable, *cmd], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    else:
+        proc = forked.run(cmd, tmp_path)
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -143,19 +151,20 @@ def test_capture_video(tmp_path):
 
 
 @pytest.mark.slow
-def test_same_seed_gives_identical_scalars(tmp_path):
-    flags = (*SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "768", "--seed", "3")
-    logs = []
-    for name in ("a", "b"):
+@pytest.mark.parametrize("key", by_reference(["ppo.py"]))
+def test_same_seed_gives_identical_scalars(tmp_path, shared_run, key):
+    """The reference run (forked from the test process) and the same flags in a fresh interpreter (another hash
+    seed): the same scalars; another seed: others."""
+    script, flags = reference(key)
+    for name, seed in (("same", []), ("other", ["--seed", "4"])):
         (tmp_path / name).mkdir()
-        run(tmp_path / name, *flags)
-        scalars = read_scalars(only_run_dir(tmp_path / name))
-        scalars.pop("charts/SPS")
-        logs.append(scalars)
+        run(tmp_path / name, *flags, *seed, script=script, fresh=not seed)
+    logs = []
+    for run_dir in (shared_run(script, *flags), only_run_dir(tmp_path / "same"), only_run_dir(tmp_path / "other")):
+        logs.append(read_scalars(run_dir))
+        logs[-1].pop("charts/SPS")
     assert logs[0] == logs[1]
-    run(tmp_path, *SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "768", "--seed", "4")
-    other = read_scalars(only_run_dir(tmp_path))
-    assert other["losses/value_loss"] != logs[0]["losses/value_loss"]
+    assert logs[2]["losses/value_loss"] != logs[0]["losses/value_loss"]
 
 
 BAD_INPUT = [
@@ -191,8 +200,9 @@ def test_bad_input_is_rejected_with_a_message_naming_it(flags, message):
 
 @pytest.mark.parametrize("flags, message", [BAD_INPUT[0], BAD_INPUT[6]])
 def test_bad_input_fails_fast_with_one_line(tmp_path, flags, message):
-    """The command-line path of the cases above: one line on stderr, a non-zero exit, no run started."""
-    proc = run(tmp_path, *flags, check=False)
+    """The command-line path of the cases above, in a fresh interpreter: one line on stderr, a non-zero exit, no run
+    started."""
+    proc = run(tmp_path, *flags, check=False, fresh=True)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: ")
     assert message in lines[0]
@@ -222,27 +232,32 @@ POI_METRICS = {
 }
 
 
-@pytest.mark.parametrize("script", POI_FILES)
-@pytest.mark.parametrize("target", ["forward", "key_distance"])
-def test_poi_files_log_everything_ppo_logs_and_poi(tmp_path, script, target):
-    run(
-        tmp_path,
-        *SMALL,
-        "--env",
-        "ColorDoorKey-6x6",
-        "--total-timesteps",
-        "1024",
-        "--model-target",
-        target,
-        "--save-model",
-        script=script,
-    )
-    scalars = read_scalars(only_run_dir(tmp_path))
+POI_KEYS = [script.removeprefix("algos/") for script in POI_FILES]
+
+
+@pytest.mark.parametrize(
+    "target, key",
+    [pytest.param("forward", key, id=f"forward-{key}") for key in POI_KEYS]
+    + [pytest.param("key_distance", key, id=f"key_distance-{key}", marks=group(key)) for key in POI_KEYS],
+)
+def test_poi_files_log_everything_ppo_logs_and_poi(tmp_path, shared_run, target, key):
+    """With the key-distance model the file's reference run (tests/reference.py) is read; with the forward model a
+    run of two iterations, saved with --save-model. Its held-out sets are not topped up with door-opening
+    transitions (--eval-changed-min 0: thousands of random steps per phase), which the POI files do not read:
+    common.heldout's search runs in test_save_model_then_load_and_predict and tests/test_heldout.py."""
+    script, flags = reference(key)
+    if target == "forward":
+        flags = (*SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "512", "--model-target", "forward")
+        run(tmp_path, *flags, "--eval-changed-min", "0", "--save-model", script=script)
+        run_dir, iterations = only_run_dir(tmp_path), 2
+    else:
+        run_dir, iterations = shared_run(script, *flags), 6
+    scalars = read_scalars(run_dir)
     assert (DESIGN_METRICS - {"charts/episodic_return", "charts/episodic_length"}) | POI_METRICS <= set(scalars)
     poi = [v for _, v in scalars["poi/mean"]]
-    assert len(poi) == 4 and np.isfinite(poi).all() and min(poi) > 0
+    assert len(poi) == iterations and np.isfinite(poi).all() and min(poi) > 0
     if script != "algos/ppo_poi_policy.py":  # its interest is the observation's, not the transition's
-        assert len(scalars["poi/by_action/turn"]) == len(scalars["poi/by_action/forward"]) == 4
+        assert len(scalars["poi/by_action/turn"]) == len(scalars["poi/by_action/forward"]) == iterations
     assert all(m >= p for (_, m), p in zip(scalars["poi/max"], poi))
 
 
@@ -288,59 +303,50 @@ def test_reward_flags_change_the_update(tmp_path, script="algos/ppo_poi_ensemble
     assert policy_losses(scalars("--int-coef", "0", "--ext-coef", "0")) == [0.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("script", ["algos/ppo.py", "algos/ppo_poi_ensemble.py"])
-def test_batched_vector_env_gives_the_same_run(tmp_path, script):
-    """The batched env is step-equal to the minigrid one, so a whole run logs the same scalars."""
-    flags = (
-        *SMALL,
-        "--env",
-        "ColorDoorKey-6x6",
-        "--total-timesteps",
-        "1024",
-        "--change-steps",
-        "500",
-        "--model-target",
-        "key_distance",
-    )
+@pytest.mark.parametrize("key", by_reference(["ppo.py", "ppo_poi_ensemble.py"]))
+def test_batched_vector_env_gives_the_same_run(tmp_path, shared_run, key):
+    """The batched env is step-equal to the minigrid one, so a whole run logs the same scalars: the reference run
+    (tests/reference.py, batched) and the same flags with --vector-env minigrid (the last value of a flag counts)."""
+    script, flags = reference(key)
+    assert flags[flags.index("--vector-env") + 1] == "batched"
+    run(tmp_path, *flags, "--vector-env", "minigrid", script=script)
     logs = []
-    for vector_env in ("minigrid", "batched"):
-        (tmp_path / vector_env).mkdir()
-        run(tmp_path / vector_env, *flags, "--vector-env", vector_env, script=script)
-        scalars = read_scalars(only_run_dir(tmp_path / vector_env))
+    for run_dir in (shared_run(script, *flags), only_run_dir(tmp_path)):
+        scalars = read_scalars(run_dir)
         scalars.pop("charts/SPS")
         logs.append(scalars)
     assert logs[0] == logs[1]
 
 
-DISCRETE_FILES = [
-    "algos/ppo.py",
-    "algos/ppo_poi_replay.py",
-    *POI_FILES,
-    "algos/ppo_poi_diayn.py",
-    "algos/ppo_poi_emb.py",
+EVALUATED = [
+    "ppo.py",
+    "ppo_poi_replay.py",
+    *POI_KEYS,
+    "ppo_poi_progress.py --model-data uniform",  # the error interest, and the buffer's draws
+    "ppo_poi_diayn.py",
+    "ppo_poi_emb.py",
 ]
 
 
-@pytest.mark.parametrize("script", DISCRETE_FILES)
-def test_evaluation_and_logging_never_change_training(tmp_path, script):
-    """Evaluating every iteration (the held-out losses, and poi/eval_mean drawing MC-dropout
-    masks or gradient signs) or almost never: the same seed trains the same run."""
-    flags = (*SMALL, "--env", "ColorDoorKey-6x6", "--total-timesteps", "1280", "--model-target", "key_distance")
+@pytest.mark.parametrize("key", by_reference(EVALUATED))
+def test_evaluation_and_logging_never_change_training(tmp_path, shared_run, key):
+    """Evaluating every iteration (the reference run, tests/reference.py: the held-out losses, and poi/eval_mean
+    drawing MC-dropout masks or gradient signs) or almost never: the same seed trains the same run."""
+    script, flags = reference(key)
+    run(tmp_path, *flags, "--eval-every", "1000", script=script)  # the last value of a flag counts
     logs = []
-    for every in ("1", "1000"):
-        (tmp_path / every).mkdir()
-        run(tmp_path / every, *flags, "--eval-every", every, script=script)
-        scalars = read_scalars(only_run_dir(tmp_path / every))
+    for run_dir in (shared_run(script, *flags), only_run_dir(tmp_path)):
+        scalars = read_scalars(run_dir)
         logs.append({k: v for k, v in scalars.items() if k.startswith(("losses/", "poi/mean", "external_model/train"))})
-    assert len(logs[0]["losses/policy_loss"]) == 5 and logs[0] == logs[1]
+    assert len(logs[0]["losses/policy_loss"]) == 6 and logs[0] == logs[1]
 
 
 def test_a_terminated_run_exits_with_one_line_and_keeps_its_logs(tmp_path, signal_name="SIGTERM", code=143):
-    """SIGTERM (a sweep's timeout, `kill`); Ctrl-C and resuming: tests/test_checkpoint.py."""
+    """SIGTERM (a sweep's timeout, `kill`) to a forked run (tests/forked.py); Ctrl-C and resuming:
+    tests/test_checkpoint.py."""
     import signal
 
     cmd = [
-        sys.executable,
         str(ROOT / "algos/ppo.py"),
         "--runs-dir",
         str(tmp_path / "runs"),
@@ -352,7 +358,7 @@ def test_a_terminated_run_exits_with_one_line_and_keeps_its_logs(tmp_path, signa
         "--total-timesteps",
         "10240000",
     ]
-    process = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = forked.start(cmd, tmp_path)
     assert process.stdout.readline().startswith("run folder: ")
     for _ in range(3):  # three iterations logged
         assert process.stdout.readline().startswith("step")

@@ -1,0 +1,56 @@
+"""Every algorithm file's reference run, which several tests read (the `shared_run` fixture in conftest.py runs it
+once per test process): test_checkpoint resumes its interrupted twin against it, test_smoke checks that evaluating
+seldom trains the same run, that the POI files log what they should, that the minigrid vector env gives the same run,
+that a fresh process with the same seed gives it again; test_replay and test_progress compare their variants with it.
+
+A discrete file's: 2 worlds x 64 steps an iteration, 6 iterations, the change after the third, the held-out
+evaluation every iteration; the interest counts from the start (--int-after-return 0), so that it reaches the update."""
+
+import pytest
+
+DISCRETE = (
+    "--num-envs 2 --num-steps 64 --num-minibatches 2 --eval-steps 64 --eval-every 1 --env ColorDoorKey-6x6 "
+    "--model-target key_distance --vector-env batched --total-timesteps 768 --change-steps 384"
+).split()
+FROM_START = DISCRETE + ["--int-after-return", "0"]  # the interest counts from the first update
+FLAGS = {
+    "ppo.py": DISCRETE,
+    "ppo_poi_ensemble.py": FROM_START,
+    "ppo_poi_disagreement.py": FROM_START,
+    "ppo_poi_grad.py": FROM_START,
+    # the progress file's variants with state of their own: its lagged copy, its generator, its snapshots, the
+    # model's variance, its buffer
+    "ppo_poi_progress.py": FROM_START + "--interest progress".split(),
+    "ppo_poi_progress.py --interest noise": FROM_START + "--interest noise".split(),
+    "ppo_poi_progress.py --progress-lag": FROM_START + "--interest progress --progress-lag 2".split(),
+    "ppo_poi_progress.py --interest excess": FROM_START + "--interest excess --model-gaussian".split(),
+    "ppo_poi_progress.py --model-data uniform": FROM_START
+    + "--interest error --model-data uniform --replay-size 256".split(),
+    "ppo_poi_policy.py": FROM_START,
+    "ppo_poi_replay.py": DISCRETE + ["--replay-size", "256"],
+    # its draw counts, kept past the iteration after resume
+    "ppo_poi_replay.py --model-data curious": DISCRETE + "--replay-size 384 --model-data curious".split(),
+    "ppo_poi_diayn.py": DISCRETE + ["--skill-steps", "24"],  # a skill ends mid-rollout and across the checkpoint
+    "ppo_poi_emb.py": FROM_START,
+    "ppo_continuous_poi_ensemble.py": "--num-envs 2 --num-steps 64 --num-minibatches 2 --total-timesteps 768".split(),
+    # SAC logs (and checkpoints) every 1,000 steps: its updates from step 1,800, the checkpoint at 2,000
+    "sac_forward_model.py": (
+        "--total-timesteps 2200 --learning-starts 1800 --checkpoint-every 1000 --batch-size 64 --fm-hidden-size 64"
+    ).split(),
+}
+
+
+def reference(key):
+    """The script (relative to the repository) and the flags of the reference run named `key` (a key of FLAGS)."""
+    return f"algos/{key.split()[0]}", FLAGS[key]
+
+
+def group(key):
+    """The xdist group of the tests that read the reference run `key`: `-n 2 --dist loadgroup` (pytest.ini) sends them
+    to one test process, which makes the run once."""
+    return pytest.mark.xdist_group(f"reference {key}")
+
+
+def by_reference(keys, marks=()):
+    """Parameters of a test that reads the reference runs named `keys`, each in its run's group."""
+    return [pytest.param(key, marks=[group(key), *marks]) for key in keys]
