@@ -691,7 +691,9 @@ def plot_frontier(
                     alpha=0.6 if on_frontier else 1.0,
                     label=None if on_frontier else method,
                 )
-                ax.annotate(short_name(method), (xi, yi), xytext=(4, 4), textcoords="offset points", fontsize=7)
+                # the frontier's arms labelled above right, the others below right: both stay legible where they meet
+                offset = (4, 4) if on_frontier else (4, -10)
+                ax.annotate(short_name(method), (xi, yi), xytext=offset, textcoords="offset points", fontsize=7)
             ax.plot(
                 [x for x, _ in line], [y for _, y in line], color="grey", linestyle="--", label="non-interest frontier"
             )
