@@ -6,7 +6,7 @@ the test process, which has imported them once, runs the same file as `__main__`
 directory, stdout and stderr (its own file descriptors 1 and 2), exit code, warnings shown on stderr and logging
 (Python's defaults: the test's capture of them is left behind), for a few seconds less per run.
 
-`run` waits for the run's end, `start` gives a `Started` to read its lines and send it signals as the run goes on.
+`run` waits for the run's end (or runs it in a new interpreter with `fresh`), `start` gives a `Started` to read its lines and send it signals as the run goes on.
 
 What a fork cannot check is a fresh interpreter's start-up: the file's own `sys.path` line, a warning printed while
 importing, a random hash seed. The tests that start real processes keep those: every file's `--resume` command line
@@ -109,9 +109,12 @@ def _child(argv, cwd, out, err):
         os._exit(code)
 
 
-def run(argv, cwd, timeout=300):
-    """`python *argv` in `cwd`, forked: a CompletedProcess with its exit code and its stdout and stderr as text."""
+def run(argv, cwd, timeout=300, fresh=False):
+    """`python *argv` in `cwd`, forked: a CompletedProcess with its exit code and its stdout and stderr as text.
+    With `fresh`, in a new interpreter instead (subprocess.run), for a test that checks the start-up a fork skips."""
     argv = [str(a) for a in argv]
+    if fresh:
+        return subprocess.run([sys.executable, *argv], cwd=cwd, capture_output=True, text=True, timeout=timeout)
     _import_once(argv)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         pid = os.fork()

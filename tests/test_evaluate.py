@@ -1,8 +1,6 @@
 """Saved agents: the exported policy acts as the agent does, and `common.evaluate` runs it."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -142,10 +140,6 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path):
     ],
 )
 def test_evaluate_rejects_bad_input_with_one_line(tmp_path, folder, flags, message, fresh):
-    cmd = ["-m", "common.evaluate", str(tmp_path / folder), *flags]
-    if fresh:
-        cli = subprocess.run([sys.executable, *cmd], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    else:
-        cli = forked.run(cmd, ROOT, timeout=60)
+    cli = forked.run(["-m", "common.evaluate", tmp_path / folder, *flags], ROOT, timeout=60, fresh=fresh)
     lines = cli.stderr.strip().splitlines()
     assert cli.returncode == 1 and len(lines) == 1 and message.format(tmp_path=tmp_path) in lines[0], cli.stderr

@@ -5,8 +5,6 @@ event files and from the committed series alike."""
 import gzip
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -215,18 +213,8 @@ def test_a_run_read_back_from_its_series_holds_the_float32_values_it_logged(tmp_
         assert back["scalars"][tag] == scalars[tag]
     assert back["scalars"]["charts/phase"] == [(1000, 0.0), (51000, 1.0)]  # where it changes
     assert back["phases"] == rec["phases"] and back["episodes"] == rec["episodes"]
-    again = subprocess.run(  # the command line in a fresh interpreter
-        [
-            sys.executable,
-            "-m",
-            "common.series",
-            str(tmp_path / "s.jsonl.gz"),
-            "--out",
-            str(tmp_path / "again.jsonl.gz"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    again = forked.run(  # the command line in a fresh interpreter
+        ["-m", "common.series", tmp_path / "s.jsonl.gz", "--out", tmp_path / "again.jsonl.gz"], ROOT, fresh=True
     )
     assert again.returncode == 0, again.stderr  # a series file read and written again: the same text
     assert gzip.decompress((tmp_path / "again.jsonl.gz").read_bytes()) == gzip.decompress(

@@ -1,8 +1,6 @@
 """End-to-end runs of the algorithm files (forked from the test process: tests/forked.py, or in a fresh interpreter),
 with their TensorBoard scalars read back."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -37,11 +35,7 @@ DESIGN_METRICS = {
 def run(tmp_path, *flags, script="algos/ppo.py", check=True, fresh=False):
     """`python script --runs-dir tmp_path/runs *flags` in `tmp_path`, forked from the test process, or with `fresh`
     in a new interpreter (its own start-up, hash seed and import-time warnings)."""
-    cmd = [str(ROOT / script), "--runs-dir", str(tmp_path / "runs"), *flags]
-    if fresh:
-        proc = subprocess.run([sys.executable, *cmd], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    else:
-        proc = forked.run(cmd, tmp_path)
+    proc = forked.run([ROOT / script, "--runs-dir", tmp_path / "runs", *flags], tmp_path, fresh=fresh)
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc

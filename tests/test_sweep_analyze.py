@@ -51,9 +51,7 @@ def run_sweep(tmp_path: Path, *flags: str, fresh: bool = False) -> subprocess.Co
     script = tmp_path / "fake_algo.py"
     script.write_text(FAKE_ALGO)
     cmd = ["-m", "common.sweep", "--algos", str(script), "--envs", "E", "--out", str(tmp_path / "sw"), *flags]
-    if fresh:
-        return subprocess.run([sys.executable, *cmd], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    return forked.run(cmd, ROOT)
+    return forked.run(cmd, ROOT, fresh=fresh)
 
 
 def test_sweep_skips_finished_runs_and_records_failed_ones(tmp_path):
@@ -226,9 +224,7 @@ def analyse(*args: str, fresh: bool = False) -> subprocess.CompletedProcess:
     """`python -m common.analyze`, forked from the test process (tests/forked.py), or with `fresh` in a new
     interpreter."""
     cmd = ["-m", "common.analyze", *args, "--reps", "200", "--success-window", "10"]
-    if fresh:
-        return subprocess.run([sys.executable, *cmd], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    return forked.run(cmd, ROOT)
+    return forked.run(cmd, ROOT, fresh=fresh)
 
 
 def test_analysis_aggregates_with_iqm_normalises_and_reports_what_is_missing(tmp_path):

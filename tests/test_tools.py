@@ -75,11 +75,7 @@ def test_benchmark_times_each_poi_field_on_distinct_inputs_and_rejects_bad_flags
         (["--poi-steps", "0"], "must be positive"),
     )
     for flags, message in bad:  # the first in a fresh interpreter, the others forked from this process
-        cmd = ["-m", "common.benchmark", "--poi", *flags]
-        if flags == bad[0][0]:
-            proc = subprocess.run([sys.executable, *cmd], capture_output=True, text=True)
-        else:
-            proc = forked.run(cmd, ROOT)
+        proc = forked.run(["-m", "common.benchmark", "--poi", *flags], ROOT, fresh=flags == bad[0][0])
         assert proc.returncode == 1 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
