@@ -20,6 +20,7 @@ from common.checkpoint import env_state, restore_checkpoint, set_env_state
 from common.columns import keep_columns, select_columns
 from common.console import say
 from common.heldout import HeldoutEval
+from common.precision import resolve_bf16
 from common.runs import Run, RunArgs, check_finite, parse_args, progress_line
 from envs import fill_in_env_defaults, is_color_door_key, make_vector_env, resolve_env_id, true_next_obs, view_columns
 
@@ -34,8 +35,9 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, cuda will be enabled when available"""
-    bf16: bool = False
-    """the policy and value networks' matrix products in bfloat16 (autocast; weights, optimiser and losses stay float32)"""
+    bf16: Literal["auto", "on", "off"] = "off"
+    """the PPO update's matrix products in bfloat16 (autocast; weights, optimiser, losses and the external model stay
+    float32); `auto`: on where the device computes bfloat16 natively (common/precision.py)"""
 
     # environment arguments
     env: str = "ColorDoorKey"
@@ -134,7 +136,8 @@ RANGES = {
 
 def fill_in_defaults(args: Args) -> None:
     """Fill in the flags whose defaults depend on others (the model's target; the env's phase schedule and
-    vector env: envs.fill_in_env_defaults) and the runtime sizes; ValueError (one line) for what cannot run."""
+    vector env: envs.fill_in_env_defaults; what --bf16 auto is here: common/precision.py) and the runtime
+    sizes; ValueError (one line) for what cannot run."""
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
         raise ValueError(
@@ -150,6 +153,7 @@ def fill_in_defaults(args: Args) -> None:
     if args.model_target != "forward" and not color_door_key:
         raise ValueError(f"--model-target {args.model_target} needs a ColorDoorKey env (its info), got {args.env}")
     fill_in_env_defaults(args)
+    args.bf16 = resolve_bf16(args.bf16, args.cuda)
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -343,7 +347,7 @@ if __name__ == "__main__":
 
         # optimisation: the first layers read only the columns of the view the env can set (common/columns.py)
         columns = view_columns(env_id)
-        agent = Agent(obs_dim, num_actions, args.bf16, columns=columns).to(device)
+        agent = Agent(obs_dim, num_actions, args.bf16 == "on", columns=columns).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
         model = ExternalModel(
             obs_dim,

@@ -4,7 +4,7 @@
     python -m common.benchmark --algos --num-envs 64 --vector-envs minigrid batched    # raw env only
     python -m common.benchmark --profile --vector-envs minigrid                          # where the time goes
     python -m common.benchmark --poi --algos ppo_poi_disagreement ppo_poi_ensemble ppo_poi_grad  # the POI alone
-    python -m common.benchmark --algos ppo --vector-envs batched --compare HEAD~1 --variant=--bf16
+    python -m common.benchmark --algos ppo --vector-envs batched --compare HEAD~1 --variant="--bf16 on"
     python -m common.benchmark --update --algos ppo ppo_poi_ensemble   # one PPO minibatch update, optimiser and precision
     python -m common.benchmark --flops --algos ppo --vector-envs batched  # a run's matrix products against the core's rate
 
@@ -144,7 +144,7 @@ def update_table(
     columns = view_columns(env_id)
     print(f"\none PPO minibatch update, batch {batch}, one thread, median of {rounds} x {reps} updates (ms)\n")
     print(
-        "| file | float32, 980 columns | float32, view columns | --bf16, 980 columns | --bf16, view columns |\n"
+        "| file | float32, 980 columns | float32, view columns | --bf16 on, 980 columns | --bf16 on, view columns |\n"
         "|-|-|-|-|-|"
     )
     for algo in algos:
@@ -378,7 +378,7 @@ def main() -> None:
         action="append",
         default=[],
         metavar="FLAGS",
-        help="a flag set measured as a row of its own beside the defaults, e.g. --variant=--bf16 (repeatable)",
+        help="a flag set measured as a row of its own beside the defaults, e.g. --variant='--bf16 on' (repeatable)",
     )
     parser.add_argument(
         "--update", action="store_true", help="instead: time one PPO minibatch update of each file's agent"
