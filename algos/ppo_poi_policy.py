@@ -38,7 +38,7 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     """if toggled, cuda will be enabled when available"""
     bf16: Literal["auto", "on", "off"] = "off"
     """the PPO update's matrix products in bfloat16 (autocast; weights, optimiser, losses and the external model stay
-    float32); `auto`: on where the device computes bfloat16 natively (common/precision.py)"""
+    float32); `auto`: on where the device computes bfloat16 fast (AMX, CUDA: common/precision.py)"""
 
     # environment arguments
     env: str = "ColorDoorKey"

@@ -159,22 +159,27 @@ def heldout_tensors(model, data, target, model_targets, device):
 
 
 @torch.no_grad()
-def eval_external_model(model, obs, actions, inverse, targets):
-    """Mean loss over a held-out set's transitions, dropout off (the model is left in eval mode),
-    each distinct input computed once; an ensemble's member dimension, leading, is averaged too."""
+def eval_external_model(model, obs, actions, inverse, targets, nll: bool = False) -> float:
+    """The mean squared error of the model's mean prediction over a held-out set's transitions, whatever
+    it trains on (so that an MSE model and a Gaussian one are measured alike); with `nll`, a Gaussian
+    model's own loss (beta-NLL) instead. Dropout off (the model is left in eval mode), each distinct
+    input computed once; an ensemble's member dimension, leading, is averaged too."""
     model.eval()
     mean, log_std = model(obs, actions)
-    log_std = None if log_std is None else log_std[..., inverse, :]
-    return model.loss(mean[..., inverse, :], log_std, targets).mean().item()
+    mean = mean[..., inverse, :]
+    if nll:
+        return model.loss(mean, log_std[..., inverse, :], targets).mean().item()
+    return ((mean - targets) ** 2).mean(-1).mean().item()
 
 
 class HeldoutEval:
     """The external model's held-out evaluation in a training loop. `load(phase)` (when the run
     starts and at each colour change) builds `phase`'s sets (`heldout_set`) as `model`'s tensors
     and returns the whole one, for a file's own statistics on it; `log(writer, step, obs,
-    actions)` writes `external_model/eval_loss` and, where the colour change alters some
-    targets, `external_model/eval_loss_changed` and the rollout's (`obs`, `actions`)
-    `external_model/rollout_changed_share`. It draws nothing from any random generator."""
+    actions)` writes `external_model/eval_loss` (the squared error of the mean prediction) and, where
+    the colour change alters some targets, `external_model/eval_loss_changed` and the rollout's (`obs`,
+    `actions`) `external_model/rollout_changed_share`; a Gaussian model's beta-NLL on the sets too, as
+    `external_model/eval_nll` and `eval_nll_changed`. It draws nothing from any random generator."""
 
     def __init__(
         self,
@@ -221,9 +226,15 @@ class HeldoutEval:
 
     def log(self, writer, step: int, obs, actions) -> None:
         """Evaluate the model on the loaded sets and log it at `step`."""
+        gaussian = self.model.log_std is not None
         writer.add_scalar("external_model/eval_loss", eval_external_model(self.model, **self.all), step)
+        if gaussian:
+            writer.add_scalar("external_model/eval_nll", eval_external_model(self.model, **self.all, nll=True), step)
         if self.changed is not None:
             eval_loss_changed = eval_external_model(self.model, **self.changed)
             writer.add_scalar("external_model/eval_loss_changed", eval_loss_changed, step)
+            if gaussian:
+                nll_changed = eval_external_model(self.model, **self.changed, nll=True)
+                writer.add_scalar("external_model/eval_nll_changed", nll_changed, step)
             share = changed_share(self.target, obs, actions, self.colors, self.phase)
             writer.add_scalar("external_model/rollout_changed_share", share, step)

@@ -1,9 +1,11 @@
 """`--bf16 auto|on|off`: what `auto` resolves to on this machine (result-neutral: it only reads the hardware).
 
-`auto` is `on` where the device computes bfloat16 natively, so that the PPO update's matrix products run
-faster in it: a CUDA device that supports bfloat16, or a CPU with AVX512-BF16 or AMX; `off` elsewhere
-(emulated bfloat16 is slower than float32). The run records the resolved value, not `auto`, in its
-hyperparameter table, args.json and checkpoint, so a resumed run keeps what it started with.
+`auto` is `on` where the device computes bfloat16 fast enough for the PPO update's matrix products to gain:
+a CUDA device that supports bfloat16, or a CPU with AMX (its tile units multiply bfloat16 matrices); `off`
+elsewhere. A CPU with AVX512-BF16 but no AMX has bfloat16 dot-product instructions, yet every discrete file
+trained slower with `--bf16 on` there than in float32 (0.76-0.88x, docs/benchmarks.md), so it counts as
+not native. The run records the resolved value, not `auto`, in its hyperparameter table, args.json and
+checkpoint, so a resumed run keeps what it started with.
 """
 
 from __future__ import annotations
@@ -14,15 +16,11 @@ from common.console import say
 
 
 def native_bf16(cuda: bool) -> str | None:
-    """What computes bfloat16 natively on the device a run with `--cuda` = `cuda` trains on (as the
-    files pick it: CUDA when asked for and available, else the CPU), or None."""
+    """What computes bfloat16 fast on the device a run with `--cuda` = `cuda` trains on (as the files
+    pick it: CUDA when asked for and available, else the CPU), or None."""
     if cuda and torch.cuda.is_available():
         return "CUDA" if torch.cuda.is_bf16_supported() else None
-    if torch.cpu._is_amx_tile_supported():
-        return "AMX"
-    if torch.cpu._is_avx512_bf16_supported():
-        return "AVX512-BF16"
-    return None
+    return "AMX" if torch.cpu._is_amx_tile_supported() else None
 
 
 def resolve_bf16(choice: str, cuda: bool) -> str:
@@ -31,5 +29,5 @@ def resolve_bf16(choice: str, cuda: bool) -> str:
         return choice
     native = native_bf16(cuda)
     resolved = "on" if native else "off"
-    say(f"--bf16 auto: {resolved} ({native or 'no native bfloat16 on this device'})")
+    say(f"--bf16 auto: {resolved} ({native or 'no fast bfloat16 on this device'})")
     return resolved

@@ -35,7 +35,9 @@ SERIES_TAGS = (
     "external_model/eval_loss",
     "external_model/eval_loss_changed",
     "losses/entropy",
+    "external_model/rollout_changed_share",
 )
+ROUNDED = ("losses/entropy", "external_model/rollout_changed_share")  # kept to 4 significant digits
 BIN = 2000  # global steps per bin of episodes: a window is cut to the whole bins inside it (window_mean)
 LAST_EPISODES, SOLVED = 100, 0.8
 
@@ -86,13 +88,14 @@ def episode_summary(scalars: dict) -> list[dict]:
 
 def encode(scalars: dict) -> dict:
     """The tags of `SERIES_TAGS` as [steps, values]: the losses exact (the shortest text of each float32),
-    the entropy to 4 significant digits, the phase only where it changes."""
+    the entropy and the share of a rollout the change alters to 4 significant digits, the phase only where
+    it changes."""
     tags = {}
     for tag in SERIES_TAGS:
         points = scalars.get(tag, [])
         if tag == "charts/phase":
             points = [(s, v) for i, (s, v) in enumerate(points) if i == 0 or v != points[i - 1][1]]
-        text = (lambda v: float(f"{v:.4g}")) if tag == "losses/entropy" else (lambda v: float(str(np.float32(v))))
+        text = (lambda v: float(f"{v:.4g}")) if tag in ROUNDED else (lambda v: float(str(np.float32(v))))
         if tag in scalars:
             tags[tag] = [[s for s, _ in points], [text(v) for _, v in points]]
     return tags

@@ -170,8 +170,10 @@ def test_no_changed_set_where_the_colour_cannot_move_the_target():
 
 class TinyModel(nn.Module):
     """What the held-out evaluation asks of an external model (`inputs`, a forward pass to a mean
-    and a log-std, `loss` of predictions): a linear map of the view and the one-hot action,
-    with `members` it is an ensemble whose outputs lead with the member dimension."""
+    and a log-std, its `log_std` head or None, `loss` of predictions): a linear map of the view and
+    the one-hot action, with `members` it is an ensemble whose outputs lead with the member dimension."""
+
+    log_std = None  # deterministic
 
     def __init__(self, obs_dim, num_actions, out_dim, members=None):
         super().__init__()
@@ -258,3 +260,35 @@ def test_heldout_eval_logs_each_set_and_the_rollouts_share_and_draws_nothing():
     writer = RecordingWriter()
     no_change.log(writer, 3, obs, actions)
     assert set(writer.scalars) == {"external_model/eval_loss"}
+
+
+@pytest.mark.parametrize("file", ["ppo", "ppo_poi_ensemble"])
+def test_a_gaussian_models_held_out_loss_is_the_squared_error_of_its_mean_and_its_nll_is_logged_apart(file):
+    """Every model is measured alike on the held-out sets (the squared error of its mean prediction, the unit
+    of the studies' thresholds); a Gaussian model's beta-NLL, in other units and negative where it is sure,
+    goes to `eval_nll` and `eval_nll_changed`. Checked against a plain loop over the transitions."""
+    import importlib
+
+    module = importlib.import_module(f"algos.{file}")
+    env_id, colors, target = "ColorDoorKey-6x6-v0", ["red", "blue"], "forward"
+    torch.manual_seed(0)
+    model = module.ExternalModel(980, 7, target, (16,), 0.5, gaussian=True, nll_beta=0.5)
+    heldout_eval = HeldoutEval(model, module.model_targets, env_id, colors, target, 320, 40, 64, "cpu")
+    heldout_eval.load(1)
+    writer = RecordingWriter()
+    obs, actions = torch.zeros(2, 4, 980), torch.zeros(2, 4, dtype=torch.long)
+    heldout_eval.log(writer, 5, obs, actions)
+    full, changed = heldout_set(env_id, colors, 1, target, 320, 40, 64)
+    for data, suffix in ((full, ""), (changed, "_changed")):
+        errors, nlls = [], []
+        with torch.no_grad():
+            for i in range(len(data["obs"])):
+                x, nx = torch.tensor(data["obs"][i : i + 1]).float(), torch.tensor(data["next_obs"][i : i + 1]).float()
+                mean, log_std = model(x, torch.tensor(data["actions"][i : i + 1]))
+                want = nx - x
+                errors.append(((mean - want) ** 2).mean().item())  # an ensemble: over its members too
+                nll = 0.5 * ((want - mean) / log_std.exp()) ** 2 + log_std
+                nlls.append(((log_std.exp() ** (2 * 0.5)) * nll).mean().item())
+        assert writer.scalars[f"external_model/eval_loss{suffix}"][0] == pytest.approx(np.mean(errors), rel=1e-4)
+        assert writer.scalars[f"external_model/eval_nll{suffix}"][0] == pytest.approx(np.mean(nlls), rel=1e-4)
+    assert writer.scalars["external_model/eval_nll"][0] != pytest.approx(writer.scalars["external_model/eval_loss"][0])
