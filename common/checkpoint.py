@@ -84,7 +84,8 @@ def read_checkpoint(args) -> dict:
     before it, with a warning, if the last one cannot be read. Raises ValueError if there is
     none, if neither can be read, if another algorithm file wrote it (checked before anything is
     written into the run folder), or if a flag given with --resume differs from the run's own (a
-    flag left at its default is not given: a sweep may repeat the run's command)."""
+    flag left at its default is not given: a sweep may repeat the run's command; nor is `auto`, which
+    the run resolved to what it saved)."""
     run_dir = Path(args.resume)
     path, previous = run_dir / CHECKPOINT, run_dir / PREVIOUS_CHECKPOINT
     if not path.is_file():
@@ -120,7 +121,7 @@ def read_checkpoint(args) -> dict:
     saved, defaults = checkpoint["args"], type(args)()
     for field in dataclasses.fields(args):
         given = getattr(args, field.name)
-        if field.name != "resume" and given != getattr(defaults, field.name) and given != getattr(saved, field.name):
+        if field.name != "resume" and given not in (getattr(defaults, field.name), getattr(saved, field.name), "auto"):
             raise ValueError(
                 f"--resume continues a run with its own flags: --{field.name.replace('_', '-')} is "
                 f"{getattr(saved, field.name)!r} there, {given!r} given"

@@ -18,7 +18,7 @@ the change, its episode length and its policy entropy over the last 100k steps o
 `--calibrate TRIALS`: how often identical code fails the rule. The runs of CURRENT and NULL (the same code) are
 pooled; each trial draws three arms of as many runs as CURRENT has from the pool, with replacement, and applies
 the rule to them with percentile-bootstrap CIs (`--reps` resamples) of the same IQMs. Approximate: arms drawn
-from one pool of 20 runs share runs, and the rule's CIs are rliable's in the analysis, percentile ones here.
+from one pool share runs, and the resampling streams are not the analysis's.
 """
 
 from __future__ import annotations
@@ -35,6 +35,11 @@ from common.analyze import interval_estimates
 from common.frontier import iqm, resampled_iqms
 
 
+def as_tuple(estimate: dict) -> tuple[float, float, float]:
+    """An analysis's {iqm, low, high} as (point, low, high)."""
+    return estimate["iqm"], estimate["low"], estimate["high"]
+
+
 def passes(current: float, change: tuple[float, float, float], null: float, ratio: bool = False) -> tuple[bool, bool]:
     """The rule's two readings of one measure: (CURRENT inside CHANGE's CI, CHANGE no further than NULL).
     `change` is (point, low, high); for a ratio to CURRENT, `current` is 1 and distances are taken in logs."""
@@ -45,7 +50,8 @@ def passes(current: float, change: tuple[float, float, float], null: float, rati
             return abs(x - current)
         return abs(math.log(x / current)) if x > 0 else math.inf  # a ratio of 0: no steps at all, unboundedly far
 
-    return low <= current <= high, distance(point) <= distance(null)
+    closer = distance(point) <= distance(null) or math.isclose(distance(point), distance(null))  # a tie passes
+    return low <= current <= high, closer
 
 
 def readings(results: dict, current: str, change: str, null: str) -> list[dict]:
@@ -63,10 +69,9 @@ def readings(results: dict, current: str, change: str, null: str) -> list[dict]:
     if len(phases) < 2:
         raise ValueError("the runs have no change of the world (one phase)")
     if "changed_adaptation_normalised" not in aggregate[(1, change)]:
-        raise ValueError(f"{current}'s runs need no steps to re-learn (IQM 0, or no changed-view loss): no ratio")
+        raise ValueError(f"no re-learning ratio to {current} (its IQM of steps is 0, or no changed-view loss)")
     rows = []
     relearn = {m: aggregate[(1, m)]["changed_adaptation_normalised"] for m in (change, null)}
-    as_tuple = lambda e: (e["iqm"], e["low"], e["high"])  # noqa: E731
     rows.append(
         dict(
             measure="re-learning of the changed views (ratio to current)",
@@ -101,7 +106,6 @@ def beside(results: dict, methods: list[str], reps: int, seed: int) -> list[dict
     loss = interval_estimates(scores, reps, seed)
     task = {(row["phase"], row["method"]): row for row in results["task"]}
     phases = sorted({phase for phase, _ in task})
-    as_tuple = lambda e: (e["iqm"], e["low"], e["high"])  # noqa: E731
     return [
         dict(
             method=m,
@@ -136,27 +140,26 @@ def calibrate(pool: np.ndarray, runs: int, trials: int, reps: int, seed: int) ->
     tail = [2.5, 97.5]
     for trial in range(trials):
         current, change, null = (pool[rng.integers(len(pool), size=runs)] for _ in range(3))
-        resampled = {
-            name: [resampled_iqms(arm[:, k], reps, rng) for k in range(3)]
-            for name, arm in (("current", current), ("change", change))
-        }
+        resampled = [resampled_iqms(change[:, k], reps, rng) for k in range(3)]
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratios = resampled["change"][0] / resampled["current"][0]
+            ratios = resampled[0] / resampled_iqms(current[:, 0], reps, rng)
         low, high = np.nanpercentile(ratios, tail)
         base = iqm(current[:, 0])
         fails[trial, 0] = not any(passes(1.0, (iqm(change[:, 0]) / base, low, high), iqm(null[:, 0]) / base, True))
         for k in (1, 2):
-            low, high = np.percentile(resampled["change"][k], tail)
+            low, high = np.percentile(resampled[k], tail)
             fails[trial, k] = not any(passes(iqm(current[:, k]), (iqm(change[:, k]), low, high), iqm(null[:, k])))
     return np.append(fails.mean(axis=0), fails.any(axis=1).mean())
 
 
 def estimate(value: tuple[float, float, float], digits: int = 4) -> str:
+    """`point [low, high]`, or the point alone where it has no interval (the current code's ratio to itself)."""
     point, low, high = value
     return f"{point:.{digits}g}" if math.isnan(low) else f"{point:.{digits}g} [{low:.{digits}g}, {high:.{digits}g}]"
 
 
 def markdown(rows: list[dict], side: list[dict], current: str, change: str, null: str) -> str:
+    """The readings' table, the verdict, and the side table."""
     lines = [
         f"current: `{current}`; change: `{change}` (same seeds); null: `{null}` (the current code, other seeds)",
         "",
@@ -188,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--current", required=True, help="the current code's method (the analysis's --baseline)")
     parser.add_argument("--change", required=True, help="the change's method, on the current code's seeds")
     parser.add_argument("--null", required=True, help="the current code's method on other seeds")
-    parser.add_argument("--reps", type=int, default=5000, help="bootstrap resamples of the side table")
+    parser.add_argument("--reps", type=int, default=5000, help="bootstrap resamples (the side table, --calibrate)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     parser.add_argument("--calibrate", type=int, default=0, metavar="TRIALS", help="how often identical code fails")
     args = parser.parse_args(argv)

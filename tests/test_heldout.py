@@ -3,6 +3,8 @@ MiniGrid), and the sets themselves (size, layouts, independence of the run)."""
 
 import copy
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -169,9 +171,9 @@ def test_no_changed_set_where_the_colour_cannot_move_the_target():
 
 
 class TinyModel(nn.Module):
-    """What the held-out evaluation asks of an external model (`inputs`, a forward pass to a mean
-    and a log-std, its `log_std` head or None, `loss` of predictions): a linear map of the view and
-    the one-hot action, with `members` it is an ensemble whose outputs lead with the member dimension."""
+    """What the held-out evaluation asks of an external model (`inputs`, a forward pass to a mean and a
+    log-std, its `log_std` head or None): a linear map of the view and the one-hot action, with `members`
+    it is an ensemble whose outputs lead with the member dimension."""
 
     log_std = None  # deterministic
 
@@ -188,9 +190,6 @@ class TinyModel(nn.Module):
         x = self.dropout(self.inputs(obs, actions))
         outputs = torch.stack([head(x) for head in self.heads])
         return (outputs if self.members else outputs[0]), None
-
-    def loss(self, mean, log_std, targets):
-        return ((mean - targets) ** 2).mean(-1)
 
 
 def tiny_targets(target, obs, next_obs, info_values):
@@ -267,8 +266,6 @@ def test_a_gaussian_models_held_out_loss_is_the_squared_error_of_its_mean_and_it
     """Every model is measured alike on the held-out sets (the squared error of its mean prediction, the unit
     of the studies' thresholds); a Gaussian model's beta-NLL, in other units and negative where it is sure,
     goes to `eval_nll` and `eval_nll_changed`. Checked against a plain loop over the transitions."""
-    import importlib
-
     module = importlib.import_module(f"algos.{file}")
     env_id, colors, target = "ColorDoorKey-6x6-v0", ["red", "blue"], "forward"
     torch.manual_seed(0)

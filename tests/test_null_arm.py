@@ -15,7 +15,9 @@ from common.null_arm import calibrate, main, passes, readings
         (0.9534, (0.9560, 0.9537, 0.9568), 0.9526, False, (False, False)),  # outside, and further than the null
         (0.8909, (0.9287, 0.8779, 0.9417), 0.9059, False, (True, False)),  # inside the change's CI
         (0.8991, (0.8335, 0.6751, 0.8933), 0.7717, False, (False, True)),  # the null is further away
-        (0.5, (0.7, 0.65, 0.75), 0.3, False, (False, True)),  # as far as the null, on the other side: no further
+        (0.5, (0.75, 0.7, 0.8), 0.25, False, (False, True)),  # as far as the null, on the other side: no further
+        (0.5, (0.25, 0.2, 0.3), 0.75, False, (False, True)),  # and mirrored
+        (0.5, (0.7, 0.65, 0.75), 0.3, False, (False, True)),  # a tie up to float rounding is a tie
         (1.0, (1.2, 0.9, 1.5), 1.19, True, (True, False)),
         (1.0, (0.5, 0.4, 0.9), 2.0, True, (False, True)),  # half and double are as far apart in logs
         (1.0, (0.5, 0.4, 0.9), 1.9, True, (False, False)),
@@ -109,7 +111,11 @@ def test_several_envs_or_no_ratio_are_refused_in_one_line(tmp_path, capsys):
     for run in no_robust["runs"]:
         del run["phases"][1]["robust"]
     path = tmp_path / "results.json"
-    for results, message in [(two_envs, "several envs"), (no_ratio, "no ratio"), (no_robust, "'robust' missing")]:
+    for results, message in [
+        (two_envs, "several envs"),
+        (no_ratio, "no re-learning ratio"),
+        (no_robust, "'robust' missing"),
+    ]:
         path.write_text(json.dumps(results))
         with pytest.raises(SystemExit) as stop:
             main([str(path), "--current", "cur", "--change", "chg", "--null", "nul", "--reps", "50"])

@@ -6,9 +6,10 @@ import pytest
 import torch
 import tyro
 
+from common.checkpoint import save_checkpoint
 from common.checks import check_and_fill
 from common.precision import resolve_bf16
-from common.runs import hparams_markdown
+from common.runs import hparams_markdown, parse_args
 from tests.test_checks import DISCRETE  # every discrete file
 
 
@@ -17,7 +18,10 @@ def mock_hardware(monkeypatch, *, amx=False, avx512_bf16=False, cuda=False, cuda
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: cuda_bf16)
+    monkeypatch.setattr(
+        torch.cuda, "is_bf16_supported", lambda including_emulation=True: cuda_bf16 and not including_emulation
+    )
+    # a GPU that only emulates bfloat16 reports it unless asked for native support: here it has none that way
 
 
 # (hardware, --cuda, what auto resolves to): the run trains on CUDA when asked for and available, else on
@@ -76,3 +80,25 @@ def test_a_value_other_than_auto_on_off_is_refused(capsys, value):
         tyro.cli(module.Args, args=["--bf16", value])
     assert stop.value.code != 0
     assert "auto" in capsys.readouterr().err  # the choices are named
+
+
+def test_a_resumed_run_keeps_what_it_resolved_to(tmp_path, monkeypatch):
+    """--resume with the run's own command (as a sweep repeats it): `--bf16 auto` agrees with the "on" the run
+    saved, whatever this machine would resolve it to; a checkpoint from before `auto|on|off` holds the old
+    switch, a bool, and resumes as what it meant."""
+    module = importlib.import_module("algos.ppo")
+    for saved_bf16, resolved in [("on", "on"), ("off", "off"), (True, "on"), (False, "off")]:
+        run_dir = tmp_path / str(saved_bf16)
+        run_dir.mkdir()
+        saved = check_and_fill(module.Args(env="ColorDoorKey-6x6", bf16="on"), module.RANGES, module.fill_in_defaults)
+        saved.bf16 = saved_bf16
+        save_checkpoint(run_dir, saved, {}, dict(global_step=0))
+        mock_hardware(monkeypatch)  # this machine: no fast bfloat16
+        args, _ = parse_args(
+            module.Args, module.RANGES, module.fill_in_defaults, ["--bf16", "auto", "--resume", str(run_dir)]
+        )
+        assert args.bf16 == resolved
+    with pytest.raises(SystemExit):  # another explicit value is still refused
+        parse_args(
+            module.Args, module.RANGES, module.fill_in_defaults, ["--bf16", "on", "--resume", str(tmp_path / "off")]
+        )
