@@ -85,7 +85,7 @@ PROFILE_ROWS = [  # (what, does a pstats key (file, line, function) belong to it
     ("backward passes, PPO update and external model", lambda f, n: "run_backward" in n),
     ("Adam steps, PPO update and external model", lambda f, n: n == "step" and f.endswith("adam.py")),
     ("external model training (its forward, backward, Adam)", lambda f, n: n == "train_external_model"),
-    ("external model held-out evaluation", lambda f, n: n == "eval_external_model"),
+    ("external model held-out evaluation", lambda f, n: n == "heldout_losses"),
     ("POI computation", lambda f, n: n == "poi_values"),
     ("held-out set collection (once per phase)", lambda f, n: n == "heldout_set"),
 ]

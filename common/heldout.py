@@ -159,17 +159,22 @@ def heldout_tensors(model, data, target, model_targets, device):
 
 
 @torch.no_grad()
-def eval_external_model(model, obs, actions, inverse, targets, nll: bool = False) -> float:
-    """The mean squared error of the model's mean prediction over a held-out set's transitions, whatever
-    it trains on (so that an MSE model and a Gaussian one are measured alike); with `nll`, a Gaussian
-    model's own loss (beta-NLL) instead. Dropout off (the model is left in eval mode), each distinct
+def heldout_losses(model, obs, actions, inverse, targets) -> tuple[float, float | None]:
+    """Over a held-out set's transitions, in one pass: the mean squared error of the model's mean prediction,
+    whatever it trains on (so that an MSE model and a Gaussian one are measured alike), and a Gaussian model's
+    own loss (beta-NLL), None for an MSE model. Dropout off (the model is left in eval mode), each distinct
     input computed once; an ensemble's member dimension, leading, is averaged too."""
     model.eval()
     mean, log_std = model(obs, actions)
     mean = mean[..., inverse, :]
-    if nll:
-        return model.loss(mean, log_std[..., inverse, :], targets).mean().item()
-    return ((mean - targets) ** 2).mean(-1).mean().item()
+    error = ((mean - targets) ** 2).mean(-1).mean().item()
+    nll = None if log_std is None else model.loss(mean, log_std[..., inverse, :], targets).mean().item()
+    return error, nll
+
+
+def eval_external_model(model, obs, actions, inverse, targets) -> float:
+    """The held-out squared error alone (`heldout_losses`)."""
+    return heldout_losses(model, obs, actions, inverse, targets)[0]
 
 
 class HeldoutEval:
@@ -226,15 +231,12 @@ class HeldoutEval:
 
     def log(self, writer, step: int, obs, actions) -> None:
         """Evaluate the model on the loaded sets and log it at `step`."""
-        gaussian = self.model.log_std is not None
-        writer.add_scalar("external_model/eval_loss", eval_external_model(self.model, **self.all), step)
-        if gaussian:
-            writer.add_scalar("external_model/eval_nll", eval_external_model(self.model, **self.all, nll=True), step)
+        for suffix, heldout in (("", self.all), ("_changed", self.changed)):
+            if heldout is not None:
+                error, nll = heldout_losses(self.model, **heldout)
+                writer.add_scalar(f"external_model/eval_loss{suffix}", error, step)
+                if nll is not None:
+                    writer.add_scalar(f"external_model/eval_nll{suffix}", nll, step)
         if self.changed is not None:
-            eval_loss_changed = eval_external_model(self.model, **self.changed)
-            writer.add_scalar("external_model/eval_loss_changed", eval_loss_changed, step)
-            if gaussian:
-                nll_changed = eval_external_model(self.model, **self.changed, nll=True)
-                writer.add_scalar("external_model/eval_nll_changed", nll_changed, step)
             share = changed_share(self.target, obs, actions, self.colors, self.phase)
             writer.add_scalar("external_model/rollout_changed_share", share, step)
