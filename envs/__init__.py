@@ -48,12 +48,15 @@ __all__ = [
 ]
 
 COLOR_DOOR_KEY_SIZES = (6, 8, 16)
-SHORT_NAMES = {"ColorDoorKey": "ColorDoorKey-8x8-v0"} | {
-    f"ColorDoorKey-{s}x{s}": f"ColorDoorKey-{s}x{s}-v0" for s in COLOR_DOOR_KEY_SIZES
+VARIANTS = {  # short name: ColorDoorKeyEnv's arguments
+    **{f"ColorDoorKey-{s}x{s}": {"size": s} for s in COLOR_DOOR_KEY_SIZES},
+    # the keys in the top two rows: rows 6-7 see them only facing up (docs/environments.md)
+    "ColorDoorKeyBand-9x9": {"size": 9, "key_rows": 2},
 }
-for _size in COLOR_DOOR_KEY_SIZES:
-    if f"ColorDoorKey-{_size}x{_size}-v0" not in gym.registry:
-        gym.register(f"ColorDoorKey-{_size}x{_size}-v0", entry_point=ColorDoorKeyEnv, kwargs={"size": _size})
+SHORT_NAMES = {"ColorDoorKey": "ColorDoorKey-8x8-v0"} | {name: f"{name}-v0" for name in VARIANTS}
+for _name, _kwargs in VARIANTS.items():
+    if f"{_name}-v0" not in gym.registry:
+        gym.register(f"{_name}-v0", entry_point=ColorDoorKeyEnv, kwargs=_kwargs)
 
 
 def known_env_names() -> list[str]:

@@ -80,9 +80,11 @@ class BatchedColorDoorKey(gym.vector.VectorEnv):
         key_colors: tuple[str, ...] = ("red", "blue"),
         correct_key_color: str = "red",
         max_steps: int | None = None,
+        key_rows: int | None = None,
     ):
-        check_config(size, door_color, tuple(key_colors), correct_key_color)
+        check_config(size, door_color, tuple(key_colors), correct_key_color, key_rows)
         self.num_envs, self.size, self.key_color_names = num_envs, size, tuple(key_colors)
+        self.key_height = size if key_rows is None else key_rows + 1  # rows a key is drawn from (row 0: wall)
         self.door_color = COLOR_TO_IDX[door_color]
         self.key_colors = [COLOR_TO_IDX[c] for c in key_colors]
         self.max_steps = 10 * size**2 if max_steps is None else max_steps
@@ -129,21 +131,21 @@ class BatchedColorDoorKey(gym.vector.VectorEnv):
         split = int(rng.integers(3, size - 2))
         obj[split, :] = WALL
         color[obj == WALL] = GREY
-        self.pos[i] = self._place(rng, obj, split, agent=(-1, -1))
+        self.pos[i] = self._place(rng, obj, split, self.size, agent=(-1, -1))
         self.dir[i] = rng.integers(0, 4)
         door_y = int(rng.integers(1, size - 2))
         self.correct[i] = self.next_correct[i]
         self.door_key[i] = self.correct[i]
         obj[split, door_y], color[split, door_y], state[split, door_y] = DOOR, self.door_color, LOCKED
         for key_color in self.key_colors:
-            x, y = self._place(rng, obj, split, agent=tuple(self.pos[i]))
+            x, y = self._place(rng, obj, split, self.key_height, agent=tuple(self.pos[i]))
             obj[x, y], color[x, y] = KEY, key_color
         self.carry_obj[i], self.carry_color[i], self.steps[i] = EMPTY, 0, 0
 
-    def _place(self, rng, obj, split, agent):
-        """MiniGrid's `place_obj` on the agent's side: rejection-sample an empty cell."""
+    def _place(self, rng, obj, split, height, agent):
+        """MiniGrid's `place_obj` on the agent's side, in its top `height` rows: rejection-sample an empty cell."""
         while True:
-            pos = (int(rng.integers(0, split)), int(rng.integers(0, self.size)))
+            pos = (int(rng.integers(0, split)), int(rng.integers(0, height)))
             if obj[pos] == EMPTY and pos != agent:
                 return pos
 

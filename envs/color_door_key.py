@@ -30,10 +30,17 @@ def check_correct(color: str, key_colors: tuple[str, ...]) -> str:
     return color
 
 
-def check_config(size: int, door_color: str, key_colors: tuple[str, ...], correct_key_color: str) -> None:
+def check_config(
+    size: int, door_color: str, key_colors: tuple[str, ...], correct_key_color: str, key_rows: int | None = None
+) -> None:
     """Raise ValueError unless the parameters make a ColorDoorKey layout that can be solved."""
     if size < 6:
         raise ValueError(f"ColorDoorKey needs size >= 6, got {size}")
+    if key_rows is not None and not (len(key_colors) + 1) / 2 <= key_rows <= size - 2:
+        raise ValueError(  # the narrowest agent's side is two cells wide: room for every key beside the agent
+            f"key_rows must be in [{(len(key_colors) + 2) // 2}, size - 2 = {size - 2}] for "
+            f"{len(key_colors)} keys (or None), got {key_rows}"
+        )
     if len(set(key_colors)) != len(key_colors) or not key_colors:
         raise ValueError(f"key colours must be distinct and non-empty, got {key_colors}")
     for color in (door_color, *key_colors):
@@ -63,7 +70,10 @@ class ColorDoorKeyEnv(MiniGridEnv):
     """DoorKey with several keys, of which only the one of `correct_key_color` opens the door.
 
     The splitting wall is drawn so that the agent's side is at least two cells wide: in a
-    one-cell corridor two keys can wall the agent off from the door.
+    one-cell corridor two keys can wall the agent off from the door. With `key_rows`, the keys
+    lie only in the top `key_rows` rows inside the outer wall (the rest of the agent's side has
+    none): where the agent cannot see them, the change of the correct colour leaves the key
+    distance as it was, so some regions hold more of the change than others.
     """
 
     def __init__(
@@ -73,10 +83,11 @@ class ColorDoorKeyEnv(MiniGridEnv):
         key_colors: tuple[str, ...] = ("red", "blue"),
         correct_key_color: str = "red",
         max_steps: int | None = None,
+        key_rows: int | None = None,
         **kwargs,
     ):
-        check_config(size, door_color, tuple(key_colors), correct_key_color)
-        self.door_color, self.key_colors = door_color, tuple(key_colors)
+        check_config(size, door_color, tuple(key_colors), correct_key_color, key_rows)
+        self.door_color, self.key_colors, self.key_rows = door_color, tuple(key_colors), key_rows
         self.correct_key_color = correct_key_color
         self._next_correct_key_color = self.correct_key_color
         super().__init__(
@@ -105,8 +116,9 @@ class ColorDoorKeyEnv(MiniGridEnv):
         self.put_obj(
             ColorLockedDoor(self.door_color, key_color=self.correct_key_color), split, self._rand_int(1, height - 2)
         )
+        key_height = height if self.key_rows is None else self.key_rows + 1  # row 0 is the outer wall
         for color in self.key_colors:
-            self.place_obj(Key(color), top=(0, 0), size=(split, height))
+            self.place_obj(Key(color), top=(0, 0), size=(split, key_height))
         self.mission = self._gen_mission()
 
     def _info(self, obs) -> dict:

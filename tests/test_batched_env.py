@@ -14,10 +14,9 @@ LEFT, RIGHT, FORWARD, PICKUP, DROP, TOGGLE = range(6)
 INFO_KEYS = ("correct_key_color_idx", "agent_x", "agent_y", "agent_dir", "key_distance")
 
 
-def minigrid_vector(num_envs, size, **kwargs):
-    make = lambda: gym.wrappers.RecordEpisodeStatistics(  # noqa: E731
-        OneHotFlatObs(gym.make(f"ColorDoorKey-{size}x{size}-v0", **kwargs))
-    )
+def minigrid_vector(num_envs, size, env_id=None, **kwargs):
+    env_id = env_id or f"ColorDoorKey-{size}x{size}-v0"
+    make = lambda: gym.wrappers.RecordEpisodeStatistics(OneHotFlatObs(gym.make(env_id, **kwargs)))  # noqa: E731
     return gym.vector.SyncVectorEnv([make] * num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
@@ -43,12 +42,17 @@ def assert_same_step(ref_out, out):
             np.testing.assert_array_equal(final[key], ref_final[key], err_msg=f"final {key}")
 
 
-@pytest.mark.parametrize("size, num_envs, max_steps, steps", [(6, 16, 12, 1500), (8, 16, 20, 1500), (16, 8, 30, 1000)])
-def test_random_episodes_match_minigrid(size, num_envs, max_steps, steps):
-    """Short step limits end episodes often: thousands of episodes, each a fresh layout."""
+@pytest.mark.parametrize(
+    "size, num_envs, max_steps, steps, key_rows",
+    [(6, 16, 12, 1500, None), (8, 16, 20, 1500, None), (16, 8, 30, 1000, None), (9, 16, 16, 1000, 2)],
+)
+def test_random_episodes_match_minigrid(size, num_envs, max_steps, steps, key_rows):
+    """Short step limits end episodes often: thousands of episodes, each a fresh layout (the last:
+    ColorDoorKeyBand-9x9, its keys drawn from the top rows)."""
+    env_id = None if key_rows is None else "ColorDoorKeyBand-9x9-v0"
     ref, batched = (
-        minigrid_vector(num_envs, size, max_steps=max_steps),
-        BatchedColorDoorKey(num_envs, size, max_steps=max_steps),
+        minigrid_vector(num_envs, size, env_id, max_steps=max_steps),
+        BatchedColorDoorKey(num_envs, size, max_steps=max_steps, key_rows=key_rows),
     )
     ref_obs, ref_info = ref.reset(seed=size)
     obs, info = batched.reset(seed=size)
@@ -231,6 +235,8 @@ def test_bad_configurations_raise_like_the_minigrid_env():
         ({"key_colors": ("red", "red")}, "distinct"),
         ({"correct_key_color": "green"}, "not among the keys"),
         ({"door_color": "pink"}, "unknown colour"),
+        ({"size": 8, "key_rows": 1}, "key_rows must be in"),  # two keys and the agent in a 2x1 band
+        ({"size": 8, "key_rows": 7}, "key_rows must be in"),
     ]:
         with pytest.raises(ValueError, match=message):
             BatchedColorDoorKey(2, **kwargs)
@@ -238,3 +244,5 @@ def test_bad_configurations_raise_like_the_minigrid_env():
             ColorDoorKeyEnv(**kwargs)
     with pytest.raises(ValueError, match="not among the keys"):
         BatchedColorDoorKey(2).set_correct_key_color("green")
+    ColorDoorKeyEnv(key_rows=1, key_colors=("red",)).reset(seed=0)  # one key beside the agent: room enough
+    BatchedColorDoorKey(2, key_rows=1, key_colors=("red",)).reset(seed=0)

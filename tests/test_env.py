@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from minigrid.core.constants import COLOR_TO_IDX
 from minigrid.core.grid import Grid
-from minigrid.core.world_object import Key, Wall
+from minigrid.core.world_object import Door, Key, Wall
 from minigrid.wrappers import OneHotPartialObsWrapper
 
 import envs
@@ -137,6 +137,34 @@ def test_layout_properties(size):
         assert all(k.cur_pos[0] < split for k in keys) and env.agent_pos[0] < split
         assert (info["agent_x"], info["agent_y"], info["agent_dir"]) == (*env.agent_pos, env.agent_dir)
         assert env.max_steps == 10 * size**2
+
+
+@pytest.mark.parametrize("key_rows", [2, 3])
+def test_keys_lie_in_the_top_key_rows_and_nothing_else_moves(key_rows):
+    """With key_rows, every key is in rows 1..key_rows of the agent's side; the rest of the layout
+    (split, door, agent) is drawn as without it, so the same seed gives the same agent and door."""
+    banded, plain = ColorDoorKeyEnv(size=9, key_rows=key_rows), ColorDoorKeyEnv(size=9)
+    rows = set()
+    for seed in range(200):
+        banded.reset(seed=seed)
+        plain.reset(seed=seed)
+        keys = [(x, y) for x in range(9) for y in range(9) if isinstance(banded.grid.get(x, y), Key)]
+        split = next(x for x in range(1, 8) if all(isinstance(banded.grid.get(x, y), (Wall, Door)) for y in range(9)))
+        assert len(keys) == 2 and all(x < split and 1 <= y <= key_rows for x, y in keys)
+        assert tuple(banded.agent_pos) == tuple(plain.agent_pos) and banded.agent_dir == plain.agent_dir
+        doors = [
+            [(x, y) for x in range(9) for y in range(9) if isinstance(e.grid.get(x, y), Door)] for e in (banded, plain)
+        ]
+        assert doors[0] == doors[1]
+        rows.update(y for _, y in keys)
+    assert rows == set(range(1, key_rows + 1))
+
+
+def test_the_band_variant_is_registered_and_known():
+    env_id = envs.resolve_env_id("ColorDoorKeyBand-9x9")
+    env = gym.make(env_id).unwrapped
+    assert env.width == 9 and env.key_rows == 2 and envs.is_color_door_key(env_id)
+    assert "ColorDoorKeyBand-9x9" in envs.known_env_names()
 
 
 def empty_room(size=9):

@@ -6,7 +6,7 @@ A uniformly random policy in 256 layouts for 400 steps each (cut at 80 steps per
 held-out sets are): per cell (x, y) the share of visits whose view has another key distance
 when the correct key is blue instead of red, and the mean squared difference of the two (what
 the model's error becomes there right after the change, had it learned red exactly). Prints
-markdown tables, rows y, columns x; cells never visited are left out.
+markdown tables, rows y, columns x (cells never visited are left out), and the shares by row.
 """
 
 import sys
@@ -57,7 +57,11 @@ def main(env_name: str) -> None:
     )
     print(table("share of visits", share, visited, ".3f"), end="\n\n")
     print(table("changed share", changed / np.maximum(visits, 1), visited, ".2f"), end="\n\n")
-    print(table("mean squared change", squared / np.maximum(visits, 1), visited, ".1f"))
+    print(table("mean squared change", squared / np.maximum(visits, 1), visited, ".1f"), end="\n\n")
+    rows = np.flatnonzero(visited.any(1))  # by row: the regions a skill holds where the keys lie in a band of rows
+    print("| row y | share of visits | changed share |\n|-|-|-|")
+    for y in rows:
+        print(f"| {y} | {visits[y].sum() / visits.sum():.3f} | {changed[y].sum() / visits[y].sum():.2f} |")
 
 
 if __name__ == "__main__":
