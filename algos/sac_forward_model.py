@@ -1,4 +1,5 @@
 # docs: docs/algorithms/sac_forward_model.md
+import math
 import os
 import random
 import sys
@@ -178,11 +179,11 @@ class Actor(nn.Module):
     def get_action(self, x):
         mean, log_std = self(x)
         std = log_std.exp()
-        normal = torch.distributions.Normal(mean, std)
-        x_t = normal.rsample()  # for reparameterization trick (mean + std * N(0,1))
+        x_t = mean + torch.randn_like(mean) * std  # the reparameterisation trick
         y_t = torch.tanh(x_t)
         action = y_t * self.action_scale + self.action_bias
-        log_prob = normal.log_prob(x_t)
+        # the normal's log density, as torch.distributions.Normal computes it (without its argument checks)
+        log_prob = -((x_t - mean) ** 2) / (2 * std**2) - std.log() - math.log(math.sqrt(2 * math.pi))
         # Enforcing Action Bound
         log_prob -= torch.log(self.action_scale * (1 - y_t.pow(2)) + 1e-6)
         log_prob = log_prob.sum(1, keepdim=True)
@@ -302,6 +303,14 @@ class TransitionSet:
         return tuple(torch.tensor(x[rows], device=device) for x in (self.obs, self.actions, self.deltas))
 
 
+@torch.no_grad()
+def soft_update(targets, params, tau):
+    """Each target tensor <- tau * its parameter + (1 - tau) * itself, in three foreach calls (a Python loop
+    over the tensors, three operations each, costs more than the arithmetic)."""
+    torch._foreach_mul_(targets, 1 - tau)
+    torch._foreach_add_(targets, torch._foreach_mul(params, tau))
+
+
 def retrain_due(global_step, every):
     """Whether the forward model is retrained after step `global_step` (1-based)."""
     return global_step % every == 0
@@ -361,7 +370,9 @@ if __name__ == "__main__":
         qf2_target = SoftQNetwork(obs_dim, action_dim).to(device)
         qf1_target.load_state_dict(qf1.state_dict())
         qf2_target.load_state_dict(qf2.state_dict())
-        q_optimizer = optim.Adam(list(qf1.parameters()) + list(qf2.parameters()), lr=args.q_lr, fused=True)
+        q_params = [*qf1.parameters(), *qf2.parameters()]
+        q_target_params = [*qf1_target.parameters(), *qf2_target.parameters()]
+        q_optimizer = optim.Adam(q_params, lr=args.q_lr, fused=True)
         actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.policy_lr, fused=True)
 
         # Automatic entropy tuning
@@ -472,12 +483,13 @@ if __name__ == "__main__":
                 q_optimizer.step()
 
                 if global_step % args.policy_frequency == 0:  # TD 3 Delayed update support
-                    for _ in range(
-                        args.policy_frequency
-                    ):  # compensate for the delay by doing 'actor_update_interval' instead of 1
+                    # compensate for the delay by doing `policy_frequency` updates instead of 1
+                    for _ in range(args.policy_frequency):
                         pi, log_pi, _ = actor.get_action(b_obs)
+                        qf1.requires_grad_(False), qf2.requires_grad_(False)  # no gradient of the critics' weights
                         qf1_pi = qf1(b_obs, pi)
                         qf2_pi = qf2(b_obs, pi)
+                        qf1.requires_grad_(True), qf2.requires_grad_(True)
                         min_qf_pi = torch.min(qf1_pi, qf2_pi)
                         actor_loss = ((alpha * log_pi) - min_qf_pi).mean()
 
@@ -499,10 +511,7 @@ if __name__ == "__main__":
 
                 # update the target networks
                 if global_step % args.target_network_frequency == 0:
-                    for param, target_param in zip(qf1.parameters(), qf1_target.parameters()):
-                        target_param.data.copy_(args.tau * param.data + (1 - args.tau) * target_param.data)
-                    for param, target_param in zip(qf2.parameters(), qf2_target.parameters()):
-                        target_param.data.copy_(args.tau * param.data + (1 - args.tau) * target_param.data)
+                    soft_update(q_target_params, q_params, args.tau)
 
             # FORWARD MODEL LOGIC: retrain on every transition so far, evaluate on the held-out ones
             if retrain_due(global_step, args.fm_retrain_every):

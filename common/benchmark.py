@@ -7,6 +7,8 @@
     python -m common.benchmark --algos ppo --vector-envs batched --compare HEAD~1 --variant="--bf16 on"
     python -m common.benchmark --update --algos ppo ppo_poi_ensemble   # one PPO minibatch update, optimiser and precision
     python -m common.benchmark --flops --algos ppo --vector-envs batched  # a run's matrix products against the core's rate
+    python -m common.benchmark --algos sac_forward_model --env Pendulum-v1 --total-timesteps 3000 \
+        --extra "--learning-starts 1000" --compare HEAD~1    # a continuous file on its own env: no raw env row
 
 Rounds interleave the measurements so that load from elsewhere on the machine hits them
 alike; the table gives medians and the ratio of medians.
@@ -31,6 +33,9 @@ import numpy as np
 from common.heldout import random_policy_transitions
 from common.tb import read_scalars
 from envs import OneHotFlatObs, is_color_door_key, make_vector_env, resolve_env_id, view_columns
+from envs.continuous import check_continuous_env
+
+CONTINUOUS = ("sac_forward_model", "ppo_continuous_poi_ensemble")  # own envs: no vector env kinds, no raw env row
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -230,12 +235,12 @@ def product_rate(m: int, k: int, n: int, dtype: str, rounds: int, reps: int = 20
 MODULE_NAMES = {"Sequential": "actor and critic"}  # the files' Agent calls its nn.Sequential networks, not itself
 
 
-def flops_table(algos: list[str], env: str, total_timesteps: int, extra: list[str], rounds: int) -> None:
+def flops_table(
+    algos: list[str], env: str, total_timesteps: int, extra: list[str], rounds: int, shape: tuple[int, int, int]
+) -> None:
     """Each file's matrix-product arithmetic in a run, the seconds it needs at the rate one core
-    reaches on the first layer's product (a floor: smaller products run slower), and the run's time
-    (median of `rounds` runs without the counter)."""
-    columns = view_columns(resolve_env_id(env))
-    shape = (256, 980 if columns is None else len(columns), 256)  # a PPO minibatch through a first layer
+    reaches on a `shape` product (its largest; a floor: smaller products run slower), and the run's
+    time (median of `rounds` runs without the counter)."""
     rates = {dtype: product_rate(*shape, dtype, rounds) for dtype in ("float32", "bfloat16")}
     square = {dtype: product_rate(2048, 2048, 2048, dtype, rounds, reps=3) for dtype in ("float32", "bfloat16")}
     print(
@@ -395,11 +400,22 @@ def main() -> None:
     )
     parser.add_argument("--poi-steps", type=int, default=2048, help="transitions the POI is computed on (--poi)")
     args = parser.parse_args()
+    continuous = bool(args.algos) and all(a in CONTINUOUS for a in args.algos)
     try:
-        env_id = resolve_env_id(args.env)
         missing = [a for a in args.algos if not (ROOT / "algos" / f"{a}.py").is_file()]
         if missing:
             raise ValueError(f"no algorithm file for {missing} under {ROOT / 'algos'}")
+        if continuous:
+            if args.update or args.poi or args.profile:
+                raise ValueError(f"{', '.join(CONTINUOUS)} are measured by steps/s and --flops only")
+            check_continuous_env(args.env)
+            env_id, args.vector_envs = args.env, [None]
+        elif set(args.algos) & set(CONTINUOUS):
+            raise ValueError(
+                f"{', '.join(CONTINUOUS)} run on their own envs: measure them apart from the discrete files"
+            )
+        else:
+            env_id = resolve_env_id(args.env)
         if "batched" in args.vector_envs and not is_color_door_key(env_id):
             raise ValueError(f"the batched env is ColorDoorKey only, got {args.env}")
         if args.rounds < 1 or args.poi_steps < 1 or args.update_batch < 1:
@@ -428,10 +444,16 @@ def main() -> None:
     if args.poi:
         poi_table(args.algos, env_id, args.poi_steps, args.rounds)
         return
-    extra = ["--num-envs", str(args.num_envs), *args.extra.split()]
+    extra = ([] if continuous else ["--num-envs", str(args.num_envs)]) + args.extra.split()
     if args.flops:
+        if continuous:  # a batch of 256 through a 256-wide hidden layer (SAC's networks, the PPO file's first layer)
+            flops_table(args.algos, args.env, args.total_timesteps, extra, args.rounds, (256, 256, 256))
+            return
+        columns = view_columns(env_id)
+        shape = (256, 980 if columns is None else len(columns), 256)  # a PPO minibatch through a first layer
         for vector_env in args.vector_envs:
-            flops_table(args.algos, args.env, args.total_timesteps, [*extra, "--vector-env", vector_env], args.rounds)
+            kind = [*extra, "--vector-env", vector_env]
+            flops_table(args.algos, args.env, args.total_timesteps, kind, args.rounds, shape)
         return
     if args.profile:
         for algo in args.algos:
@@ -439,13 +461,13 @@ def main() -> None:
                 profile(algo, args.env, args.total_timesteps, [*extra, "--vector-env", vector_env])
         return
     with tempfile.TemporaryDirectory() as checkouts:
-        names = [(f"raw env [{v}]", None, v, ROOT, []) for v in args.vector_envs]
+        names = [] if continuous else [(f"raw env [{v}]", None, v, ROOT, []) for v in args.vector_envs]
         runs = [
             ("", ROOT, flags) for flags in ["", *args.variant]
         ]  # the variants on this checkout, the revisions at their defaults
         runs += [(f" @{ref}", export_revision(ref, Path(checkouts) / str(i)), "") for i, ref in enumerate(args.compare)]
         names += [
-            (f"{algo} [{v}]{f' {flags}' if flags else ''}{at}", algo, v, root, flags.split())
+            (f"{algo}{f' [{v}]' if v else ''}{f' {flags}' if flags else ''}{at}", algo, v, root, flags.split())
             for algo in args.algos
             for v in args.vector_envs
             for at, root, flags in runs
@@ -456,17 +478,15 @@ def main() -> None:
                 if algo is None:
                     value = raw_env_steps_per_second(env_id, args.num_envs, args.raw_steps, vector_env, seed=round_)
                 else:
-                    value = training_sps(
-                        algo, args.env, args.total_timesteps, [*extra, "--vector-env", vector_env, *flags], root
-                    )
+                    kind = ["--vector-env", vector_env] if vector_env else []
+                    value = training_sps(algo, args.env, args.total_timesteps, [*extra, *kind, *flags], root)
                 results[name].append(value)
             print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in results.items()))
 
-    bases = [
-        names[0][0],
-        *[name for name, algo, *_ in names if algo is not None][:1],
-    ]  # the raw env, the first training row
-    print(f"\n{args.env}, {args.num_envs} envs, {args.rounds} rounds, extra flags: {args.extra or '-'}\n")
+    first_training = [name for name, algo, *_ in names if algo is not None][:1]
+    bases = list(dict.fromkeys([names[0][0], *first_training]))  # the raw env (where measured), the first training row
+    envs = "" if continuous else f", {args.num_envs} envs"
+    print(f"\n{args.env}{envs}, {args.rounds} rounds, extra flags: {args.extra or '-'}\n")
     print(
         f"| what | steps/s (median) | rounds | {' | '.join(f'ratio to {b}' for b in bases)} |\n|-|-|-|{'-|' * len(bases)}"
     )

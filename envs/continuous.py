@@ -14,9 +14,10 @@ EXAMPLES = "Pendulum-v1, MountainCarContinuous-v0, HalfCheetah-v5, Walker2d-v5, 
 
 
 def _register_robotics() -> bool:
-    """Register gymnasium-robotics' ids (its import prints a notice about the Adroit tasks: muted)."""
+    """Register gymnasium-robotics' ids (its import prints a notice about the Adroit tasks to stderr: muted)."""
     try:
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        muted = io.StringIO()
+        with contextlib.redirect_stdout(muted), contextlib.redirect_stderr(muted), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             import gymnasium_robotics
     except ImportError:

@@ -73,6 +73,36 @@ def test_replay_buffer_wraps_and_transition_set_holds_out_a_fraction():
     assert [s for s in range(1, 3001) if sac.retrain_due(s, 1000)] == [1000, 2000, 3000]
 
 
+def test_sac_actor_samples_and_log_densities_equal_torch_normals():
+    """The actor's hand-written reparameterised sample and log density against CleanRL's formulation
+    with torch.distributions.Normal: bitwise, so that the rewrite cannot change a run."""
+    space = gym.spaces.Box(np.array([-2.0, 0.0], dtype=np.float32), np.array([2.0, 1.0], dtype=np.float32))
+    torch.manual_seed(0)
+    actor = sac.Actor(3, space)
+    obs = torch.randn(64, 3)
+    torch.manual_seed(1)
+    action, log_prob, mean = actor.get_action(obs)
+
+    torch.manual_seed(1)
+    loc, log_std = actor(obs)
+    normal = torch.distributions.Normal(loc, log_std.exp())
+    x_t = normal.rsample()
+    y_t = torch.tanh(x_t)
+    expected = normal.log_prob(x_t) - torch.log(actor.action_scale * (1 - y_t.pow(2)) + 1e-6)
+    assert torch.equal(action, y_t * actor.action_scale + actor.action_bias)
+    assert torch.equal(log_prob, expected.sum(1, keepdim=True))
+    assert torch.equal(mean, torch.tanh(loc) * actor.action_scale + actor.action_bias)
+
+
+def test_soft_update_equals_the_loop_over_parameters():
+    torch.manual_seed(0)
+    online, target = sac.SoftQNetwork(3, 1), sac.SoftQNetwork(3, 1)
+    expected = [0.005 * p + (1 - 0.005) * t for p, t in zip(online.parameters(), target.parameters())]
+    sac.soft_update(list(target.parameters()), list(online.parameters()), 0.005)
+    assert all(torch.equal(t, e) for t, e in zip(target.parameters(), expected))
+    assert not any(t.grad_fn for t in target.parameters())
+
+
 def test_continuous_ensemble_equals_a_loop_over_members():
     torch.manual_seed(0)
     model = cppo.ForwardModel(4, 2, hidden_sizes=(8, 6), num_members=3)

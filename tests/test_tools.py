@@ -90,6 +90,22 @@ def test_benchmark_compare_exports_a_revision_and_rejects_unknown_ones(tmp_path)
     assert proc.returncode == 1 and "not a revision" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_benchmark_measures_a_continuous_file_on_its_own_env_and_rejects_mixes(tmp_path):
+    bad = (
+        (["--algos", "sac_forward_model", "ppo", "--env", "Pendulum-v1"], "apart from the discrete files"),
+        (["--algos", "sac_forward_model", "--env", "NoSuchEnv-v0"], "unknown env"),
+        (["--algos", "sac_forward_model", "--env", "Pendulum-v1", "--poi"], "steps/s and --flops only"),
+    )
+    for flags, message in bad:
+        proc = forked.run(["-m", "common.benchmark", *flags], ROOT)
+        assert proc.returncode == 1 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    flags = ["--algos", "sac_forward_model", "--env", "Pendulum-v1", "--total-timesteps", "300", "--rounds", "1"]
+    proc = forked.run(["-m", "common.benchmark", *flags, "--extra", "--learning-starts 200 --batch-size 32"], ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| sac_forward_model")]
+    assert len(rows) == 1 and "raw env" not in proc.stdout and rows[0].endswith("| 1.00 |")
+
+
 def test_the_last_image_of_a_tag_is_read_back_and_written_upscaled(tmp_path):
     import matplotlib.image
     import torch
