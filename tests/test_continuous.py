@@ -237,5 +237,5 @@ def test_continuous_ppo_ensemble_runs(tmp_path, env_id):
 )
 def test_continuous_files_reject_bad_input_with_one_line(tmp_path, script, flags, message, fresh):
     proc = run(tmp_path, *flags, script=script, check=False, fresh=fresh)
-    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith(message), proc.stderr
-    assert not (tmp_path / "runs").exists()
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr
+    assert proc.stderr.startswith(message) and not (tmp_path / "runs").exists()
