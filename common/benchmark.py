@@ -359,7 +359,9 @@ def main() -> None:
         "--algos", nargs="*", default=["ppo"], help="algorithm files (names under algos/); none: raw env only"
     )
     parser.add_argument("--env", default="ColorDoorKey-8x8")
-    parser.add_argument("--num-envs", type=int, default=16, help="vector envs, for the raw rate and training")
+    parser.add_argument(
+        "--num-envs", type=int, default=16, help="vector envs, for the raw rate and training (discrete files only)"
+    )
     parser.add_argument("--total-timesteps", type=int, default=65_536, help="steps of each training run")
     parser.add_argument("--raw-steps", type=int, default=40_000, help="steps of each raw env measurement")
     parser.add_argument("--rounds", type=int, default=3)
@@ -369,7 +371,7 @@ def main() -> None:
         nargs="+",
         default=["minigrid"],
         choices=["minigrid", "batched"],
-        help="vector env implementations to measure, raw and in training",
+        help="vector env implementations to measure, raw and in training (discrete files only)",
     )
     parser.add_argument(
         "--compare",
@@ -408,6 +410,8 @@ def main() -> None:
         if continuous:
             if args.update or args.poi or args.profile:
                 raise ValueError(f"{', '.join(CONTINUOUS)} are measured by steps/s and --flops only")
+            if args.env == parser.get_default("env"):
+                raise ValueError(f"{', '.join(CONTINUOUS)} need --env, a continuous one (e.g. Pendulum-v1)")
             check_continuous_env(args.env)
             env_id, args.vector_envs = args.env, [None]
         elif set(args.algos) & set(CONTINUOUS):
@@ -431,6 +435,10 @@ def main() -> None:
             verify = ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"]
             if subprocess.run(verify, capture_output=True).returncode:
                 raise ValueError(f"--compare: {ref} is not a revision of the git repository at {ROOT}")
+            for algo in args.algos:
+                exists = ["git", "-C", str(ROOT), "cat-file", "-e", f"{ref}:algos/{algo}.py"]
+                if subprocess.run(exists, capture_output=True).returncode:
+                    raise ValueError(f"--compare: {ref} has no algos/{algo}.py")
         if args.poi and not is_color_door_key(env_id):
             raise ValueError(f"--poi times the key-distance model too, which needs ColorDoorKey, got {args.env}")
         if args.poi and set(args.algos) - set(POI_FIELDS):
@@ -446,7 +454,7 @@ def main() -> None:
         return
     extra = ([] if continuous else ["--num-envs", str(args.num_envs)]) + args.extra.split()
     if args.flops:
-        if continuous:  # a batch of 256 through a 256-wide hidden layer (SAC's networks, the PPO file's first layer)
+        if continuous:  # a batch of 256 through a 256-wide hidden layer (SAC's networks, the forward models')
             flops_table(args.algos, args.env, args.total_timesteps, extra, args.rounds, (256, 256, 256))
             return
         columns = view_columns(env_id)

@@ -235,8 +235,9 @@ def test_bad_configurations_raise_like_the_minigrid_env():
         ({"key_colors": ("red", "red")}, "distinct"),
         ({"correct_key_color": "green"}, "not among the keys"),
         ({"door_color": "pink"}, "unknown colour"),
-        ({"size": 8, "key_rows": 1}, "key_rows must be in"),  # two keys and the agent in a 2x1 band
-        ({"size": 8, "key_rows": 7}, "key_rows must be in"),
+        ({"size": 8, "key_rows": 1}, "key_rows must be an integer in"),  # two keys and the agent in a 2x1 band
+        ({"size": 8, "key_rows": 7}, "key_rows must be an integer in"),
+        ({"size": 9, "key_rows": 2.5}, "key_rows must be an integer in"),
     ]:
         with pytest.raises(ValueError, match=message):
             BatchedColorDoorKey(2, **kwargs)

@@ -95,10 +95,18 @@ def test_benchmark_measures_a_continuous_file_on_its_own_env_and_rejects_mixes(t
         (["--algos", "sac_forward_model", "ppo", "--env", "Pendulum-v1"], "apart from the discrete files"),
         (["--algos", "sac_forward_model", "--env", "NoSuchEnv-v0"], "unknown env"),
         (["--algos", "sac_forward_model", "--env", "Pendulum-v1", "--poi"], "steps/s and --flops only"),
+        (["--algos", "sac_forward_model"], "need --env, a continuous one"),
     )
     for flags, message in bad:
         proc = forked.run(["-m", "common.benchmark", *flags], ROOT)
         assert proc.returncode == 1 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    root = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True
+    )
+    if root.returncode == 0:  # the first commit has no SAC file: refused before any run (a shallow clone skips this)
+        flags = ["--algos", "sac_forward_model", "--env", "Pendulum-v1", "--compare", root.stdout.split()[0]]
+        proc = forked.run(["-m", "common.benchmark", *flags], ROOT)
+        assert proc.returncode == 1 and "has no algos/sac_forward_model.py" in proc.stderr, proc.stderr
     flags = ["--algos", "sac_forward_model", "--env", "Pendulum-v1", "--total-timesteps", "300", "--rounds", "1"]
     proc = forked.run(["-m", "common.benchmark", *flags, "--extra", "--learning-starts 200 --batch-size 32"], ROOT)
     assert proc.returncode == 0, proc.stderr
