@@ -103,12 +103,8 @@ def test_benchmark_measures_a_continuous_file_on_its_own_env_and_rejects_mixes(t
     git = ["git", "-C", str(ROOT)]
     roots = subprocess.run([*git, "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True).stdout.split()
     first = roots[0] if roots else None  # no git: nothing to compare; a shallow clone's first commit has the file
-    if (
-        first
-        and subprocess.run(
-            [*git, "cat-file", "-e", f"{first}:algos/sac_forward_model.py"], capture_output=True
-        ).returncode
-    ):
+    lacks_sac = first and subprocess.run([*git, "cat-file", "-e", f"{first}:algos/sac_forward_model.py"]).returncode
+    if lacks_sac:
         flags = ["--algos", "sac_forward_model", "--env", "Pendulum-v1", "--compare", first]  # refused before any run
         proc = forked.run(["-m", "common.benchmark", *flags], ROOT)
         assert proc.returncode == 1 and "has no algos/sac_forward_model.py" in proc.stderr, proc.stderr
