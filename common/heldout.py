@@ -172,11 +172,6 @@ def heldout_losses(model, obs, actions, inverse, targets) -> tuple[float, float 
     return error, nll
 
 
-def eval_external_model(model, obs, actions, inverse, targets) -> float:
-    """The held-out squared error alone (`heldout_losses`)."""
-    return heldout_losses(model, obs, actions, inverse, targets)[0]
-
-
 class HeldoutEval:
     """The external model's held-out evaluation in a training loop. `load(phase)` (when the run
     starts and at each colour change) builds `phase`'s sets (`heldout_set`) as `model`'s tensors

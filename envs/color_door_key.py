@@ -36,9 +36,11 @@ def check_config(
     """Raise ValueError unless the parameters make a ColorDoorKey layout that can be solved."""
     if size < 6:
         raise ValueError(f"ColorDoorKey needs size >= 6, got {size}")
-    if key_rows is not None and not (isinstance(key_rows, int) and (len(key_colors) + 1) / 2 <= key_rows <= size - 2):
-        raise ValueError(  # the narrowest agent's side is two cells wide: room for every key beside the agent
-            f"key_rows must be an integer in [{(len(key_colors) + 2) // 2}, size - 2 = {size - 2}] for "
+    # the narrowest agent's side is two cells wide: 2 x key_rows cells for the keys and the agent
+    fewest_rows = (len(key_colors) + 2) // 2
+    if key_rows is not None and not (isinstance(key_rows, int) and fewest_rows <= key_rows <= size - 2):
+        raise ValueError(
+            f"key_rows must be an integer in [{fewest_rows}, size - 2 = {size - 2}] for "
             f"{len(key_colors)} keys (or None), got {key_rows}"
         )
     if len(set(key_colors)) != len(key_colors) or not key_colors:

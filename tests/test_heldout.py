@@ -15,7 +15,7 @@ from minigrid.core.world_object import Key
 from common.heldout import (
     HeldoutEval,
     changed_share,
-    eval_external_model,
+    heldout_losses,
     heldout_set,
     heldout_tensors,
     random_policy_layouts,
@@ -212,13 +212,14 @@ def loop_loss(model, data, target):
 
 @pytest.mark.parametrize("members", [None, 3])
 @pytest.mark.parametrize("target", ["key_distance", "forward"])
-def test_eval_external_model_is_the_mean_loss_of_each_held_out_transition(target, members):
+def test_the_held_out_error_is_the_mean_loss_of_each_held_out_transition(target, members):
     full, _ = heldout_set("ColorDoorKey-6x6-v0", ["red", "blue"], 0, target, num_steps=320, episode_steps=40)
     torch.manual_seed(0)
     model = TinyModel(980, 7, 980 if target == "forward" else 1, members)
     heldout = heldout_tensors(model, full, target, tiny_targets, "cpu")
     assert len(heldout["obs"]) < len(full["obs"])  # repeated inputs: each computed once
-    assert eval_external_model(model, **heldout) == pytest.approx(loop_loss(model, full, target), rel=1e-5)
+    error, nll = heldout_losses(model, **heldout)
+    assert error == pytest.approx(loop_loss(model, full, target), rel=1e-5) and nll is None
     assert not model.training
     assert heldout_tensors(model, {key: value[:0] for key, value in full.items()}, target, tiny_targets, "cpu") is None
 

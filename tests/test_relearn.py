@@ -17,7 +17,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algos.ppo import Args, ExternalModel, model_targets, train_external_model  # noqa: E402
-from common.heldout import eval_external_model, heldout_set, heldout_tensors, random_policy_layouts  # noqa: E402
+from common.heldout import heldout_losses, heldout_set, heldout_tensors, random_policy_layouts  # noqa: E402
 
 ENV_ID, COLORS = "ColorDoorKey-6x6-v0", ["red", "blue"]
 ROLLOUTS_BEFORE, ROLLOUTS_AFTER = 100, 60  # rollouts of 16 worlds x 128 steps, as ppo.py's
@@ -58,7 +58,7 @@ def relearning(model, data, heldout, args, factor=1.5):
     optimizer = torch.optim.Adam(model.parameters(), lr=args.model_learning_rate)
     for rollout in data[0]:
         train_external_model(model, optimizer, *rollout, args.model_epochs, args.model_batch_size)
-    losses = lambda phase: [eval_external_model(model, **h) for h in heldout[phase]]  # noqa: E731
+    losses = lambda phase: [heldout_losses(model, **h)[0] for h in heldout[phase]]  # noqa: E731
     before, after, back, updates = losses(0), losses(1), [None, None], 0
     for rollout in data[1]:
         train_external_model(model, optimizer, *rollout, args.model_epochs, args.model_batch_size)
