@@ -17,9 +17,10 @@ from torch.distributions.normal import Normal
 
 from common.checkpoint import env_state, restore_checkpoint, set_env_state
 from common.console import say
+from common.heldout import continuous_heldout_tensors
 from common.runs import Run, RunArgs, check_finite, parse_args, progress_line
 from envs import true_next_obs
-from envs.continuous import check_continuous_env, make_continuous_env
+from envs.continuous import check_continuous_env, fill_in_phases, make_continuous_env
 
 
 @dataclass
@@ -36,6 +37,9 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     # environment arguments
     env: str = "Pendulum-v1"
     """a gymnasium id with continuous actions (Pendulum-v1, Walker2d-v5, HalfCheetah-v5, FetchReach-v4, ...)"""
+    change_steps: tuple[int, ...] | None = None
+    """global steps at which the world changes, on an env that changes (PendulumMotorChange-v1; default: once, at
+    half of --total-timesteps)"""
 
     # PPO arguments
     total_timesteps: int = 1_000_000
@@ -97,6 +101,14 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     no_task_reward: bool = False
     """if toggled, the agent learns from the intrinsic reward alone"""
 
+    # evaluation arguments
+    eval_every: int = 1
+    """log the forward model's held-out loss every this many iterations"""
+    eval_steps: int = 10_240
+    """random-policy transitions in each phase's held-out set (`external_model/eval_loss`)"""
+    eval_episode_steps: int = 80
+    """steps of each random-policy world of the held-out set"""
+
     # filled in at runtime (not flags: a value given would be overwritten)
     batch_size: tyro.conf.Suppress[int] = 0
     """the batch size (computed in runtime)"""
@@ -111,7 +123,7 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
 RANGES = {
     "positive": (
         "total_timesteps num_envs num_steps num_minibatches update_epochs model_epochs model_batch_size "
-        "torch_threads model_hidden_sizes"
+        "torch_threads model_hidden_sizes eval_every eval_steps eval_episode_steps"
     ),
     "(0, inf)": "learning_rate clip_coef max_grad_norm target_kl model_learning_rate",
     "[0, inf)": "seed checkpoint_every ent_coef vf_coef int_coef ext_coef reward_warmstart",
@@ -123,7 +135,8 @@ RANGES = {
 
 
 def fill_in_defaults(args: Args) -> None:
-    """Fill in the runtime sizes; raise ValueError (one line) for what cannot run (an env that is not continuous)."""
+    """Fill in the runtime sizes and the change steps; raise ValueError (one line) for what cannot run (an env that
+    is not continuous)."""
     args.batch_size = args.num_envs * args.num_steps
     if args.batch_size % args.num_minibatches:
         raise ValueError(
@@ -134,6 +147,7 @@ def fill_in_defaults(args: Args) -> None:
     if args.num_iterations == 0:
         raise ValueError(f"--total-timesteps {args.total_timesteps} is less than one rollout ({args.batch_size} steps)")
     check_continuous_env(args.env)
+    fill_in_phases(args)
 
 
 def make_env(env_id, idx, capture_video, run_dir, gamma):
@@ -291,6 +305,15 @@ def poi_values(model, obs, actions):
     return (predictions - predictions.mean(0)).pow_(2).mean((0, 2))  # torch's var(0) is ~8x slower on the CPU
 
 
+@torch.no_grad()
+def normalised_heldout_error(model, obs, actions, next_obs, obs_mean, obs_var):
+    """The squared error of the members' mean prediction on held-out transitions of raw observations, in the
+    agent's observation space: normalised by (`obs_mean`, `obs_var`) as make_env's wrappers do."""
+    normalise = lambda x: ((x - obs_mean) / torch.sqrt(obs_var + 1e-8)).clamp(-10, 10)  # noqa: E731
+    obs, next_obs = normalise(obs), normalise(next_obs)
+    return ((model(obs, actions).mean(0) - (next_obs - obs)) ** 2).mean().item()
+
+
 def compute_gae(rewards, values, next_value, final_values, terminations, dones, gamma, gae_lambda):
     """Generalised advantage estimation over a (num_steps, num_envs) rollout, and where each step bootstraps.
 
@@ -387,7 +410,7 @@ if __name__ == "__main__":
 
         # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
         iteration = 0
-        global_step = 0
+        global_step, phase = 0, 0
         next_obs, _ = envs.reset(seed=args.seed)
         next_obs = torch.tensor(next_obs, dtype=torch.float32, device=device)
         int_reward_scale = IntrinsicRewardScale(args.num_envs, args.int_gamma, args.int_scale_decay, device)
@@ -395,6 +418,7 @@ if __name__ == "__main__":
             state = restore_checkpoint(checkpoint, stateful, device)
             set_env_state(envs, state.pop("envs"))  # with the observation and reward normalisers' statistics
             iteration, global_step, next_obs = state["iteration"], state["global_step"], state["next_obs"]
+            phase = state["phase"]
             int_reward_scale = state["int_reward_scale"]
 
         def loop_state():
@@ -402,10 +426,13 @@ if __name__ == "__main__":
             return dict(
                 iteration=iteration,
                 global_step=global_step,
+                phase=phase,
                 next_obs=next_obs,
                 int_reward_scale=int_reward_scale,
                 envs=env_state(envs),
             )
+
+        heldout = continuous_heldout_tensors(args.env, phase, args.eval_steps, args.eval_episode_steps, device)
 
         run.start_loop(global_step)  # the clock starts; a stop now waits for the iteration's checkpoint
         for iteration in range(iteration + 1, args.num_iterations + 1):
@@ -417,6 +444,12 @@ if __name__ == "__main__":
             iteration_returns = []
             for step in range(0, args.num_steps):
                 global_step += args.num_envs
+                if phase < len(args.change_steps) and global_step > args.change_steps[phase]:
+                    phase += 1  # applies at each env's next reset
+                    envs.call("set_phase", phase)
+                    heldout = continuous_heldout_tensors(
+                        args.env, phase, args.eval_steps, args.eval_episode_steps, device
+                    )
                 obs[step] = next_obs
 
                 # ALGO LOGIC: action logic
@@ -457,6 +490,14 @@ if __name__ == "__main__":
                 model, model_optimizer, *flat, args.model_epochs, args.model_batch_size
             )
             writer.add_scalar("external_model/train_loss", model_train_loss, global_step)
+            if iteration % args.eval_every == 0 or iteration == args.num_iterations:
+                statistics = [
+                    torch.tensor(x, dtype=torch.float32, device=device) for x in observation_statistics(envs.envs[0])
+                ]
+                for suffix, data in zip(("", "_changed"), heldout):
+                    if data is not None:
+                        error = normalised_heldout_error(model, *data, *statistics)
+                        writer.add_scalar(f"external_model/eval_loss{suffix}", error, global_step)
 
             # POI LOGIC: interest of every stored transition under the updated model, as a normalised reward
             poi = poi_values(model, *flat[:2]).reshape(args.num_steps, args.num_envs)
@@ -576,6 +617,7 @@ if __name__ == "__main__":
             writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", int(sps), global_step)
+            writer.add_scalar("charts/phase", phase, global_step)
             writer.add_scalar("losses/int_value_loss", int_v_loss.item(), global_step)
             writer.add_scalar("poi/mean", poi.mean().item(), global_step)
             writer.add_scalar("poi/max", poi.max().item(), global_step)

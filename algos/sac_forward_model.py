@@ -19,9 +19,10 @@ import torch.optim as optim
 
 from common.checkpoint import env_state, restore_checkpoint, set_env_state
 from common.console import say
+from common.heldout import continuous_heldout_tensors
 from common.runs import Run, RunArgs, check_finite, parse_args, progress_line
 from envs import true_next_obs
-from envs.continuous import check_continuous_env, make_continuous_env
+from envs.continuous import check_continuous_env, fill_in_phases, make_continuous_env
 
 
 @dataclass
@@ -40,6 +41,9 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     # environment arguments
     env: str = "Pendulum-v1"
     """a gymnasium id with continuous actions (Pendulum-v1, HalfCheetah-v5, Walker2d-v5, FetchReach-v4, ...)"""
+    change_steps: tuple[int, ...] | None = None
+    """global steps at which the world changes, on an env that changes (PendulumMotorChange-v1; default: once, at
+    half of --total-timesteps)"""
 
     # SAC arguments
     total_timesteps: int = 1_000_000
@@ -86,6 +90,10 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     """the learning rate of the forward model's Adam optimizer"""
     fm_eval_fraction: float = 0.2
     """share of the transitions held out (never trained on) for `fm/eval_loss`"""
+    eval_steps: int = 10_240
+    """random-policy transitions in each phase's held-out set (`external_model/eval_loss`)"""
+    eval_episode_steps: int = 80
+    """steps of each random-policy world of the held-out set"""
 
 
 # what each flag may take, checked before the run starts (common/checks.py): "positive" (an integer, or each of a
@@ -93,7 +101,7 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
 RANGES = {
     "positive": (
         "total_timesteps buffer_size batch_size policy_frequency target_network_frequency fm_hidden_size "
-        "fm_layers fm_retrain_every fm_epochs fm_batch_size torch_threads"
+        "fm_layers fm_retrain_every fm_epochs fm_batch_size torch_threads eval_steps eval_episode_steps"
     ),
     "(0, inf)": "policy_lr q_lr fm_learning_rate",
     "[0, inf)": "seed checkpoint_every alpha",
@@ -103,7 +111,7 @@ RANGES = {
 
 
 def fill_in_defaults(args: Args) -> None:
-    """Nothing to fill in; raise ValueError (one line) for what cannot run."""
+    """Fill in the change steps; raise ValueError (one line) for what cannot run."""
     if not 0 <= args.learning_starts < args.total_timesteps:
         raise ValueError(
             f"--learning-starts must be in [0, total-timesteps={args.total_timesteps}), got {args.learning_starts}"
@@ -113,6 +121,7 @@ def fill_in_defaults(args: Args) -> None:
             f"--checkpoint-every must be a multiple of 1000 (SAC logs every 1000 steps), got {args.checkpoint_every}"
         )
     check_continuous_env(args.env)
+    fill_in_phases(args)
 
 
 def make_env(env_id, seed, capture_video, run_dir):
@@ -304,6 +313,13 @@ class TransitionSet:
 
 
 @torch.no_grad()
+def heldout_error(model, obs, actions, next_obs):
+    """The squared error of the model's mean prediction on held-out transitions (MSE and Gaussian models alike)."""
+    model.eval()
+    return ((model(obs, actions)[0] - (next_obs - obs)) ** 2).mean().item()
+
+
+@torch.no_grad()
 def soft_update(targets, params, tau):
     """Each target tensor <- tau * its parameter + (1 - tau) * itself, in three foreach calls (a Python loop
     over the tensors costs more than the arithmetic); bitwise the loop's in float32, float64 and bfloat16."""
@@ -409,13 +425,14 @@ if __name__ == "__main__":
             stateful["a_optimizer"] = a_optimizer
 
         # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
-        global_step = 0
+        global_step, phase = 0, 0
         obs, _ = envs.reset(seed=args.seed)
         episode_returns = []
         if checkpoint:  # last: building the networks drew from the random states it restores
             state = restore_checkpoint(checkpoint, stateful, device)
             set_env_state(envs, state.pop("envs"))
             global_step, obs, episode_returns = state["global_step"], state["obs"], state["episode_returns"]
+            phase = state["phase"]
             fm_train_loss, rb, transitions = state["fm_train_loss"], state["rb"], state["transitions"]
             if args.autotune:
                 log_alpha.data.copy_(state["log_alpha"])
@@ -431,11 +448,21 @@ if __name__ == "__main__":
                 rb=rb,
                 transitions=transitions,
                 log_alpha=log_alpha.detach() if args.autotune else None,
+                phase=phase,
                 envs=env_state(envs),
             )
 
+        heldout = continuous_heldout_tensors(
+            args.env, phase, args.eval_steps, args.eval_episode_steps, device
+        )  # every phase's own: random-policy transitions
+
         run.start_loop(global_step)  # the clock starts; a stop now waits for the iteration's checkpoint
         for global_step in range(global_step + 1, args.total_timesteps + 1):
+            if phase < len(args.change_steps) and global_step > args.change_steps[phase]:
+                phase += 1  # applies at the env's next reset
+                envs.call("set_phase", phase)
+                heldout = continuous_heldout_tensors(args.env, phase, args.eval_steps, args.eval_episode_steps, device)
+
             # ALGO LOGIC: put action logic here
             if global_step <= args.learning_starts:
                 actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
@@ -522,6 +549,11 @@ if __name__ == "__main__":
                     )
                     writer.add_scalar("fm/train_loss", fm_train_loss, global_step)
                     writer.add_scalar("fm/eval_loss", eval_forward_model(fm, *eval_part), global_step)
+                    for suffix, data in zip(("", "_changed"), heldout):
+                        if data is not None:
+                            writer.add_scalar(
+                                f"external_model/eval_loss{suffix}", heldout_error(fm, *data), global_step
+                            )
 
             if global_step % 1000 == 0 or global_step == args.total_timesteps:
                 sps = run.sps(global_step)
@@ -537,6 +569,7 @@ if __name__ == "__main__":
                     if global_step >= args.learning_starts + args.policy_frequency:
                         writer.add_scalar("losses/actor_loss", actor_loss.item(), global_step)
                 writer.add_scalar("charts/SPS", int(sps), global_step)
+                writer.add_scalar("charts/phase", phase, global_step)
                 mean_return = np.mean(episode_returns) if episode_returns else float("nan")
                 say(progress_line(global_step, args.total_timesteps, sps, mean_return, fm_train_loss))
                 episode_returns = []

@@ -30,6 +30,7 @@ __all__ = [
     "COLOR_NAMES",
     "ColorDoorKeyEnv",
     "OneHotFlatObs",
+    "check_change_steps",
     "check_color",
     "check_phase_schedule",
     "color_moves",
@@ -122,6 +123,11 @@ def check_phase_schedule(
             f"{len(change_steps)} change step(s) make {len(change_steps) + 1} phase(s), "
             f"but {len(colors)} correct key colour(s) were given"
         )
+    check_change_steps(change_steps, total_timesteps)
+
+
+def check_change_steps(change_steps: list[int], total_timesteps: int) -> None:
+    """Raise ValueError unless `change_steps` are strictly increasing global steps inside (0, total_timesteps)."""
     if any(b <= a for a, b in zip(change_steps, change_steps[1:])):
         raise ValueError(f"change steps must be strictly increasing, got {change_steps}")
     if change_steps and not (0 < change_steps[0] and change_steps[-1] < total_timesteps):

@@ -1,5 +1,6 @@
 """Continuous-control envs for the SAC and continuous-PPO files: gymnasium's classic and MuJoCo
-tasks, and gymnasium-robotics' goal-conditioned ones with their dict observations flattened."""
+tasks, gymnasium-robotics' goal-conditioned ones with their dict observations flattened, and
+tasks whose dynamics change mid-run (`CHANGING`: a motor that weakens in a region)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ import warnings
 import gymnasium as gym
 import numpy as np
 
-EXAMPLES = "Pendulum-v1, MountainCarContinuous-v0, HalfCheetah-v5, Walker2d-v5, Hopper-v5, FetchReach-v4"
+from envs import check_change_steps
+
+EXAMPLES = (
+    "Pendulum-v1, PendulumMotorChange-v1, MountainCarContinuous-v0, HalfCheetah-v5, Walker2d-v5, Hopper-v5, "
+    "FetchReach-v4"
+)
 
 
 def _register_robotics() -> bool:
@@ -69,3 +75,81 @@ class FlatGoalObs(gym.ObservationWrapper):
 
     def observation(self, observation):
         return np.concatenate([observation["observation"], observation["desired_goal"]]).astype(np.float32)
+
+
+class MotorChange(gym.Wrapper):
+    """A motor that weakens in a region, in the odd phases: where observation component `obs_index` is below
+    `below`, action component `joint`'s positive pushes reach the task at `gain` of their strength (negative
+    ones as they are). The agent sees the change only through the transitions. `set_phase(k)` takes effect
+    at the next reset, as ColorDoorKey's colour change does; `changed(obs, actions)` marks the transitions
+    whose outcome differs between an even and an odd phase."""
+
+    def __init__(self, env: gym.Env, joint: int, gain: float, obs_index: int, below: float):
+        super().__init__(env)
+        self.joint, self.gain, self.obs_index, self.below = joint, gain, obs_index, below
+        self.phase = self.next_phase = 0
+        self.last_obs = None
+
+    def set_phase(self, phase: int) -> None:
+        self.next_phase = phase
+
+    def changed(self, obs, actions) -> np.ndarray:
+        """Per transition (`obs` and `actions` with a leading batch dimension), whether the odd phases alter it."""
+        return (np.asarray(obs)[..., self.obs_index] < self.below) & (np.asarray(actions)[..., self.joint] > 0)
+
+    def reset(self, **kwargs):
+        self.phase = self.next_phase
+        self.last_obs, info = self.env.reset(**kwargs)
+        return self.last_obs, info
+
+    def step(self, action):
+        if self.phase % 2 and self.changed(self.last_obs, action):
+            action = np.array(action, dtype=np.float32)
+            action[self.joint] *= self.gain
+        self.last_obs, reward, terminated, truncated, info = self.env.step(action)
+        return self.last_obs, reward, terminated, truncated, info
+
+
+CHANGING = {  # id: the task it changes and MotorChange's arguments (docs/environments.md)
+    # Pendulum's observation is (cos, sin) of the angle from upright, and the angular velocity: the motor's
+    # positive torque drops to a quarter below the horizontal, where the swing-up starts
+    "PendulumMotorChange-v1": ("Pendulum-v1", dict(joint=0, gain=0.25, obs_index=0, below=0.0))
+}
+
+
+def _make_changing(task: str, motor: dict, render_mode: str | None = None) -> gym.Env:
+    return MotorChange(gym.make(task, render_mode=render_mode), **motor)
+
+
+for _id, (_task, _motor) in CHANGING.items():
+    if _id not in gym.registry:  # the task's own time limit is inside: none added
+        gym.register(
+            _id,
+            entry_point=_make_changing,
+            kwargs=dict(task=_task, motor=_motor),
+            max_episode_steps=None,
+            order_enforce=False,
+            disable_env_checker=True,
+        )
+
+
+def motor_change(env: gym.Env) -> MotorChange | None:
+    """The MotorChange wrapper inside `env`, None if it has none."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, MotorChange):
+            return env
+        env = env.env
+    return None
+
+
+def fill_in_phases(args) -> None:
+    """`args.change_steps` of a continuous file filled in and checked (ValueError, one line): on a `CHANGING`
+    env, default one change at half of `--total-timesteps`; elsewhere none may be given."""
+    if args.env not in CHANGING:
+        if args.change_steps:
+            raise ValueError(f"--change-steps needs an env that changes ({', '.join(CHANGING)}), got {args.env}")
+        args.change_steps = ()
+        return
+    if args.change_steps is None:
+        args.change_steps = (args.total_timesteps // 2,)
+    check_change_steps(list(args.change_steps), args.total_timesteps)

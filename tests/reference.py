@@ -32,10 +32,16 @@ FLAGS = {
     "ppo_poi_replay.py --model-data curious": DISCRETE + "--replay-size 384 --model-data curious".split(),
     "ppo_poi_diayn.py": DISCRETE + ["--skill-steps", "24"],  # a skill ends mid-rollout and across the checkpoint
     "ppo_poi_emb.py": FROM_START,
-    "ppo_continuous_poi_ensemble.py": "--num-envs 2 --num-steps 64 --num-minibatches 2 --total-timesteps 768".split(),
-    # SAC logs (and checkpoints) every 1,000 steps: its updates from step 1,800, the checkpoint at 2,000
+    # the continuous files on a world that changes: the change after the third iteration, 256 held-out steps
+    "ppo_continuous_poi_ensemble.py": (
+        "--num-envs 2 --num-steps 64 --num-minibatches 2 --total-timesteps 768 --env PendulumMotorChange-v1 "
+        "--change-steps 384 --eval-steps 256"
+    ).split(),
+    # SAC logs (and checkpoints) every 1,000 steps: its updates from step 1,800, the checkpoint at 2,000, a change
+    # before it and one after
     "sac_forward_model.py": (
-        "--total-timesteps 2200 --learning-starts 1800 --checkpoint-every 1000 --batch-size 64 --fm-hidden-size 64"
+        "--total-timesteps 2200 --learning-starts 1800 --checkpoint-every 1000 --batch-size 64 --fm-hidden-size 64 "
+        "--env PendulumMotorChange-v1 --change-steps 1500 2100 --fm-retrain-every 100 --eval-steps 256"
     ).split(),
 }
 

@@ -9,7 +9,9 @@ import torch
 from algos import ppo_continuous_poi_ensemble as cppo
 from algos import sac_forward_model as sac
 from common.tb import read_scalars
-from envs.continuous import make_continuous_env
+from common.heldout import continuous_heldout_set
+from envs.continuous import fill_in_phases, make_continuous_env, motor_change
+from tests.reference import by_reference, reference
 from tests.test_smoke import only_run_dir, run
 
 A = np.array([[0.9, 0.2], [-0.1, 0.95]], dtype=np.float32)
@@ -127,7 +129,96 @@ def test_goal_observations_are_flattened():
     assert env.observation_space.shape == (13,)
 
 
+def pendulum_step(state, torque, phase):
+    """Pendulum's next (cos, sin, angular velocity) from `state` (angle, velocity) and `torque`, in `phase` of
+    PendulumMotorChange-v1, from the equations of motion (gymnasium's constants: g 10, m 1, l 1, dt 0.05)."""
+    if phase % 2 and np.cos(state[0]) < 0 and torque > 0:
+        torque *= 0.25
+    velocity = np.clip(state[1] + (3 * 10 / 2 * np.sin(state[0]) + 3.0 * torque) * 0.05, -8, 8)
+    angle = state[0] + velocity * 0.05
+    return np.array([np.cos(angle), np.sin(angle), velocity], dtype=np.float32)
+
+
+def test_the_motor_weakens_where_marked_and_only_from_the_next_reset():
+    """PendulumMotorChange-v1 against the equations of motion: in an odd phase, a positive torque below the
+    horizontal acts at a quarter; `changed` marks exactly the transitions whose outcome the phases disagree on."""
+    env = make_continuous_env("PendulumMotorChange-v1")
+    motor = motor_change(env)
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    motor.set_phase(1)
+    assert motor.phase == 0  # not before the next reset
+    outcomes = {}
+    for phase in (1, 2, 3):
+        motor.set_phase(phase)
+        env.reset(seed=1)
+        assert motor.phase == phase
+        rows = []
+        for _ in range(400):
+            state = np.array([rng.uniform(-np.pi, np.pi), rng.uniform(-4, 4)])
+            torque = rng.uniform(-2, 2)
+            obs = np.array([np.cos(state[0]), np.sin(state[0]), state[1]], dtype=np.float32)
+            env.unwrapped.state, motor.last_obs = state.copy(), obs  # the world put in `state`
+            next_obs = env.step(np.array([torque], dtype=np.float32))[0]
+            assert np.allclose(next_obs, pendulum_step(state, torque, phase), atol=1e-5)
+            rows.append((obs, torque, next_obs, pendulum_step(state, torque, phase + 1)))
+        outcomes[phase] = rows
+    for obs, torque, next_obs, other in outcomes[1]:
+        differs = not np.allclose(next_obs, other, atol=1e-6)
+        assert differs == bool(motor.changed(obs[None], np.array([[torque]]))[0])
+    assert 0.15 < np.mean([motor.changed(o[None], np.array([[t]]))[0] for o, t, *_ in outcomes[1]]) < 0.35
+
+
+def test_continuous_heldout_sets_are_fixed_per_phase_and_hold_the_changed_transitions():
+    full, changed = continuous_heldout_set("PendulumMotorChange-v1", 1, 1000, 80)
+    again, _ = continuous_heldout_set("PendulumMotorChange-v1", 1, 1000, 80)
+    first, first_changed = continuous_heldout_set("PendulumMotorChange-v1", 0, 1000, 80)
+    assert len(full["obs"]) == 13 * 80 and all(np.array_equal(full[k], again[k]) for k in full)
+    starts = full["obs"][::80]  # world after world, each from its own seed: the same starts and actions in each phase
+    assert np.array_equal(starts, first["obs"][::80]) and len(np.unique(starts, axis=0)) == 13
+    assert np.array_equal(full["actions"], first["actions"]) and not np.array_equal(full["next_obs"], first["next_obs"])
+    mask = (full["obs"][:, 0] < 0) & (full["actions"][:, 0] > 0)
+    assert np.array_equal(changed["obs"], full["obs"][mask]) and 0.2 < mask.mean() < 0.5
+    assert len(first_changed["obs"]) == ((first["obs"][:, 0] < 0) & (first["actions"][:, 0] > 0)).sum()
+    # each step of a world follows from the one before (no episode ends within 80 steps)
+    follows = np.ones(len(full["obs"]) - 1, bool)
+    follows[79::80] = False
+    assert np.array_equal(full["next_obs"][:-1][follows], full["obs"][1:][follows])
+    plain, none = continuous_heldout_set("Pendulum-v1", 0, 160, 80)
+    assert len(plain["obs"]) == 160 and len(none["obs"]) == 0
+
+
+class Phases:
+    def __init__(self, env, change_steps, total_timesteps=1000):
+        self.env, self.change_steps, self.total_timesteps = env, change_steps, total_timesteps
+
+
+@pytest.mark.parametrize(
+    "env, steps, expected",
+    [
+        ("PendulumMotorChange-v1", None, (500,)),
+        ("PendulumMotorChange-v1", (100, 900), (100, 900)),
+        ("PendulumMotorChange-v1", (), ()),
+        ("Pendulum-v1", None, ()),
+        ("Pendulum-v1", (500,), "--change-steps needs an env that changes (PendulumMotorChange-v1), got Pendulum-v1"),
+        ("PendulumMotorChange-v1", (600, 600), "change steps must be strictly increasing, got [600, 600]"),
+        ("PendulumMotorChange-v1", (1000,), "change steps must lie in (0, total-timesteps=1000), got [1000]"),
+    ],
+)
+def test_change_steps_of_the_continuous_files(env, steps, expected):
+    args = Phases(env, steps)
+    if isinstance(expected, str):
+        with pytest.raises(ValueError) as error:
+            fill_in_phases(args)
+        assert str(error.value) == expected
+    else:
+        fill_in_phases(args)
+        assert args.change_steps == expected
+
+
 SAC_SMALL = [
+    "--eval-steps",
+    "512",
     "--total-timesteps",
     "600",
     "--learning-starts",
@@ -149,6 +240,7 @@ def test_sac_runs_and_retrains_the_forward_model_every_n_steps(tmp_path, env_id)
     scalars = read_scalars(run_dir)
     assert [s for s, _ in scalars["fm/train_loss"]] == [200, 400, 600]
     assert [s for s, _ in scalars["fm/eval_loss"]] == [200, 400, 600]
+    assert [s for s, _ in scalars["external_model/eval_loss"]] == [200, 400, 600]  # the random policy's transitions
     assert {"losses/qf_loss", "losses/actor_loss", "losses/alpha", "charts/SPS"} <= set(scalars)
     model = sac.ForwardModel.load(run_dir / "forward_model.pt")
     assert model.config["gaussian"] and (run_dir / "finished.json").is_file()
@@ -190,6 +282,8 @@ def test_continuous_ppo_ensemble_runs(tmp_path, env_id):
         "poi/max",
         "poi/intrinsic_reward_mean",
         "external_model/train_loss",
+        "external_model/eval_loss",
+        "charts/phase",
         "losses/int_value_loss",
         "losses/value_loss",
         "charts/SPS",
@@ -239,3 +333,31 @@ def test_continuous_files_reject_bad_input_with_one_line(tmp_path, script, flags
     proc = run(tmp_path, *flags, script=script, check=False, fresh=fresh)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr
     assert proc.stderr.startswith(message) and not (tmp_path / "runs").exists()
+
+
+TRAINING = ("losses/", "poi/mean", "external_model/train_loss", "fm/")
+
+
+@pytest.mark.parametrize(
+    "key", by_reference(["ppo_continuous_poi_ensemble.py"]) + by_reference(["sac_forward_model.py"], [pytest.mark.slow])
+)
+def test_a_world_that_changes_and_its_evaluation_which_never_changes_training(tmp_path, shared_run, key):
+    """The reference run (tests/reference.py: PendulumMotorChange-v1, its held-out sets evaluated at each model
+    update) changes phase after the change steps and logs the model's held-out losses on each phase's sets; the same
+    seed with other held-out sets (and, for PPO, evaluated at the end only) trains the same run."""
+    script, flags = reference(key)
+    other = ["--eval-steps", "64", "--eval-episode-steps", "16"] + (["--eval-every", "1000"] if "ppo" in key else [])
+    run(tmp_path, *flags, *other, script=script)  # the last value of a flag counts
+    reference_scalars, other_scalars = read_scalars(shared_run(script, *flags)), read_scalars(only_run_dir(tmp_path))
+    phases = reference_scalars["charts/phase"]
+    if "sac" in key:  # changes at 1,500 and 2,100; logged every 1,000 steps and at the last
+        assert phases == [(1000, 0.0), (2000, 1.0), (2200, 2.0)]
+        assert [s for s, _ in reference_scalars["external_model/eval_loss"]] == list(range(100, 2201, 100))
+    else:  # 2 envs x 64 steps an iteration, the change after step 384
+        assert phases == [(128 * i, float(i > 3)) for i in range(1, 7)]
+        assert [s for s, _ in other_scalars["external_model/eval_loss"]] == [768]
+    for tag in ("external_model/eval_loss", "external_model/eval_loss_changed"):
+        assert all(np.isfinite(v) and v > 0 for _, v in reference_scalars[tag])
+    assert reference_scalars["external_model/eval_loss"] != other_scalars["external_model/eval_loss"]
+    training = [{k: v for k, v in s.items() if k.startswith(TRAINING)} for s in (reference_scalars, other_scalars)]
+    assert len(training[0]) >= 4 and training[0] == training[1]
