@@ -22,7 +22,7 @@ from common.console import say
 from common.heldout import continuous_heldout_tensors
 from common.runs import Run, RunArgs, check_finite, parse_args, progress_line
 from envs import true_next_obs
-from envs.continuous import check_continuous_env, fill_in_phases, make_continuous_env
+from envs.continuous import FlatGoalObs, check_continuous_env, fill_in_phases, inner_wrapper, make_continuous_env
 
 
 @dataclass
@@ -70,6 +70,12 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     """entropy regularization coefficient (the start value when autotuned)"""
     autotune: bool = True
     """automatic tuning of the entropy coefficient"""
+    her: bool = True
+    """on a goal-conditioned env (a dict observation: FetchReach-v4, ...), relabel sampled transitions with goals
+    achieved later in their episode (hindsight experience replay, `future`), as Scilab-RL's SAC config does; no
+    effect elsewhere"""
+    her_k: int = 4
+    """HER's relabelled transitions per real one: a sampled transition is relabelled with probability k / (k + 1)"""
 
     # forward model arguments
     fm_gaussian: bool = False
@@ -101,7 +107,7 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
 RANGES = {
     "positive": (
         "total_timesteps buffer_size batch_size policy_frequency target_network_frequency fm_hidden_size "
-        "fm_layers fm_retrain_every fm_epochs fm_batch_size torch_threads eval_steps eval_episode_steps"
+        "fm_layers fm_retrain_every fm_epochs fm_batch_size torch_threads eval_steps eval_episode_steps her_k"
     ),
     "(0, inf)": "policy_lr q_lr fm_learning_rate",
     "[0, inf)": "seed checkpoint_every alpha",
@@ -201,33 +207,66 @@ class Actor(nn.Module):
 
 
 class ReplayBuffer:
-    """A ring buffer of transitions; `next_obs` is the true next observation (never a reset one)."""
+    """A ring buffer of one env's transitions, in the order they came; `next_obs` is the true next observation (never
+    a reset one). With `goal_dim`, the observations end with the desired goal, and each transition keeps the goal its
+    next observation achieved and where its episode ends, for hindsight relabelling (`sample`'s `her`)."""
 
-    def __init__(self, capacity, obs_dim, action_dim):
+    NOT_ENDED = np.iinfo(np.int64).max
+
+    def __init__(self, capacity, obs_dim, action_dim, goal_dim=0):
         self.obs = np.zeros((capacity, obs_dim), dtype=np.float32)
         self.next_obs = np.zeros((capacity, obs_dim), dtype=np.float32)
         self.actions = np.zeros((capacity, action_dim), dtype=np.float32)
         self.rewards = np.zeros(capacity, dtype=np.float32)
         self.terminations = np.zeros(capacity, dtype=np.float32)
         self.capacity, self.pos, self.full = capacity, 0, False
+        # for HER: the achieved goal of each next observation; each transition's number (counting every one added)
+        # and the number past its episode's last (NOT_ENDED while it goes on)
+        self.goal_dim, self.count, self.episode_start = goal_dim, 0, 0
+        self.next_achieved = np.zeros((capacity, goal_dim), dtype=np.float32)
+        self.number = np.zeros(capacity, dtype=np.int64)
+        self.episode_end = np.zeros(capacity, dtype=np.int64)
 
-    def add(self, obs, next_obs, action, reward, termination):
+    def add(self, obs, next_obs, action, reward, termination, next_achieved=None, done=None):
         n = len(obs)
         idx = (self.pos + np.arange(n)) % self.capacity
         self.obs[idx], self.next_obs[idx], self.actions[idx] = obs, next_obs, action
         self.rewards[idx], self.terminations[idx] = reward, termination
         self.full = self.full or self.pos + n >= self.capacity
         self.pos = (self.pos + n) % self.capacity
+        if self.goal_dim:
+            self.next_achieved[idx] = next_achieved
+            self.number[idx], self.episode_end[idx] = self.count + np.arange(n), self.NOT_ENDED
+            for i in np.flatnonzero(done):  # the episode ends with its row i: mark its rows still in the buffer
+                end = self.count + i + 1
+                rows = np.arange(max(self.episode_start, end - self.capacity), end) % self.capacity
+                self.episode_end[rows] = end
+                self.episode_start = end
+        self.count += n
 
-    def sample(self, batch_size, device):
+    def sample(self, batch_size, device, her=None):
+        """`batch_size` transitions drawn uniformly. With `her` = (k, compute_reward), each is relabelled with
+        probability k / (k + 1): its desired goal becomes the goal achieved at a step drawn uniformly from its own
+        to the last of its episode so far, and its reward compute_reward(its achieved goal, that goal, None) (the
+        termination stays: the Fetch tasks never terminate)."""
         idx = np.random.randint(self.capacity if self.full else self.pos, size=batch_size)
-        as_tensor = lambda x: torch.tensor(x[idx], device=device)  # noqa: E731
+        obs, next_obs, rewards = self.obs[idx], self.next_obs[idx], self.rewards[idx]  # copies
+        if her is not None:
+            k, compute_reward = her
+            relabel = np.flatnonzero(np.random.random(batch_size) < k / (k + 1))
+            first, end = self.number[idx[relabel]], np.minimum(self.episode_end[idx[relabel]], self.count)
+            future = first + (np.random.random(len(relabel)) * (end - first)).astype(np.int64)
+            goals = self.next_achieved[future % self.capacity]
+            obs[relabel, -self.goal_dim :] = goals
+            next_obs[relabel, -self.goal_dim :] = goals
+            rewards[relabel] = compute_reward(self.next_achieved[idx[relabel]], goals, None)
+        as_tensor = lambda x: torch.tensor(x, device=device)  # noqa: E731
         return (
-            as_tensor(self.obs),
-            as_tensor(self.actions),
-            as_tensor(self.next_obs),
-            as_tensor(self.rewards),
-            as_tensor(self.terminations),
+            as_tensor(obs),
+            as_tensor(self.actions[idx]),
+            as_tensor(next_obs),
+            as_tensor(rewards),
+            as_tensor(self.terminations[idx]),
         )
 
 
@@ -400,7 +439,9 @@ if __name__ == "__main__":
         else:
             alpha = args.alpha
 
-        rb = ReplayBuffer(min(args.buffer_size, args.total_timesteps), obs_dim, action_dim)
+        goals = inner_wrapper(envs.envs[0], FlatGoalObs)  # a goal-conditioned env: HER's relabelling (--her)
+        goal_dim = goals.goal_dim if goals and args.her else 0
+        rb = ReplayBuffer(min(args.buffer_size, args.total_timesteps), obs_dim, action_dim, goal_dim)
         fm = ForwardModel(
             obs_dim, action_dim, args.fm_hidden_size, args.fm_layers, args.fm_activation, args.fm_gaussian
         )
@@ -452,9 +493,9 @@ if __name__ == "__main__":
                 envs=env_state(envs),
             )
 
-        heldout = continuous_heldout_tensors(
-            args.env, phase, args.eval_steps, args.eval_episode_steps, device
-        )  # every phase's own: random-policy transitions
+        # every phase's own held-out set: random-policy transitions
+        heldout = continuous_heldout_tensors(args.env, phase, args.eval_steps, args.eval_episode_steps, device)
+        her = (args.her_k, envs.envs[0].unwrapped.compute_reward) if goal_dim else None
 
         run.start_loop(global_step)  # the clock starts; a stop now waits for the iteration's checkpoint
         for global_step in range(global_step + 1, args.total_timesteps + 1):
@@ -480,16 +521,24 @@ if __name__ == "__main__":
                     writer.add_scalar("charts/episodic_return", episode["r"][i], global_step)
                     writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
                     episode_returns.append(float(episode["r"][i]))
+                    if "is_success" in infos["final_info"]:  # a goal-conditioned task: whether its last step reached it
+                        writer.add_scalar("charts/episodic_success", infos["final_info"]["is_success"][i], global_step)
 
-            # every transition goes to the replay buffer and to the forward model's data
+            # every transition goes to the replay buffer and to the forward model's data (the real ones only: HER
+            # relabels the replay buffer's samples)
             real_next_obs = true_next_obs(next_obs, infos, done)
-            rb.add(obs, real_next_obs, actions, rewards, terminations)
+            next_achieved = None
+            if goal_dim:  # the goal each true next observation achieved
+                next_achieved = infos["achieved_goal"].copy()
+                for i in np.flatnonzero(done):
+                    next_achieved[i] = infos["final_info"]["achieved_goal"][i]
+            rb.add(obs, real_next_obs, actions, rewards, terminations, next_achieved, done)
             transitions.add(obs, actions, real_next_obs)
             obs = next_obs
 
             # ALGO LOGIC: training.
             if global_step > args.learning_starts:
-                b_obs, b_actions, b_next_obs, b_rewards, b_terminations = rb.sample(args.batch_size, device)
+                b_obs, b_actions, b_next_obs, b_rewards, b_terminations = rb.sample(args.batch_size, device, her)
                 with torch.no_grad():
                     next_state_actions, next_state_log_pi, _ = actor.get_action(b_next_obs)
                     qf1_next_target = qf1_target(b_next_obs, next_state_actions)

@@ -36,6 +36,7 @@ SERIES_TAGS = (
     "external_model/eval_loss_changed",
     "losses/entropy",
     "external_model/rollout_changed_share",
+    "charts/episodic_success",  # a goal-conditioned task's (sac_forward_model.py): 0 or 1 per episode
 )
 ROUNDED = ("losses/entropy", "external_model/rollout_changed_share")  # kept to 4 significant digits
 BIN = 2000  # global steps per bin of episodes: a window is cut to the whole bins inside it (window_mean)

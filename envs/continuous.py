@@ -61,8 +61,9 @@ def make_continuous_env(env_id: str, **kwargs) -> gym.Env:
 
 
 class FlatGoalObs(gym.ObservationWrapper):
-    """A goal-conditioned dict observation as one vector: `observation` then `desired_goal`
-    (the achieved goal is part of the observation in the Fetch tasks)."""
+    """A goal-conditioned dict observation as one vector: `observation` then `desired_goal` (its last `goal_dim`
+    values; the achieved goal is part of the observation in the Fetch tasks). `info["achieved_goal"]` carries
+    the achieved goal of the observation returned, for hindsight relabelling."""
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
@@ -72,6 +73,15 @@ class FlatGoalObs(gym.ObservationWrapper):
         low = np.concatenate([spaces["observation"].low, spaces["desired_goal"].low]).astype(np.float32)
         high = np.concatenate([spaces["observation"].high, spaces["desired_goal"].high]).astype(np.float32)
         self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)
+        self.goal_dim = spaces["desired_goal"].shape[0]
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return self.observation(obs), {**info, "achieved_goal": obs["achieved_goal"]}
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self.observation(obs), reward, terminated, truncated, {**info, "achieved_goal": obs["achieved_goal"]}
 
     def observation(self, observation):
         return np.concatenate([observation["observation"], observation["desired_goal"]]).astype(np.float32)
@@ -133,13 +143,17 @@ for _id, (_task, _motor) in CHANGING.items():
         )
 
 
-def motor_change(env: gym.Env) -> MotorChange | None:
-    """The MotorChange wrapper inside `env`, None if it has none."""
+def inner_wrapper(env: gym.Env, kind: type) -> gym.Wrapper | None:
+    """The wrapper of type `kind` inside `env` (MotorChange, FlatGoalObs), None if it has none."""
     while isinstance(env, gym.Wrapper):
-        if isinstance(env, MotorChange):
+        if isinstance(env, kind):
             return env
         env = env.env
     return None
+
+
+def motor_change(env: gym.Env) -> MotorChange | None:
+    return inner_wrapper(env, MotorChange)
 
 
 def fill_in_phases(args) -> None:

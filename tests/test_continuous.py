@@ -75,6 +75,38 @@ def test_replay_buffer_wraps_and_transition_set_holds_out_a_fraction():
     assert [s for s in range(1, 3001) if sac.retrain_due(s, 1000)] == [1000, 2000, 3000]
 
 
+def test_her_relabels_with_goals_achieved_later_in_the_same_episode():
+    """A hand-built history (episodes of 6, 8, 5 and 7 steps, then 4 of one still going, through a buffer of 20):
+    each observation holds its transition's number and a desired goal of -1, each next observation achieves the goal
+    number + 0.5. Against a plain bookkeeping of the episodes: a relabelled sample's goal is one achieved at its own
+    step or later in its episode (so far), in the observation and the next one, and its reward is the reward
+    function's; about k / (k + 1) of them are relabelled, the others are as stored."""
+    lengths, ongoing = [6, 8, 5, 7], 4
+    buffer = sac.ReplayBuffer(capacity=20, obs_dim=2, action_dim=1, goal_dim=1)
+    episode_of, ends, number = {}, {}, 0
+    for episode, length in enumerate([*lengths, ongoing]):
+        for t in range(length):
+            done = np.array([t == length - 1 and episode < len(lengths)])
+            row = np.array([[number, -1.0]], np.float32)
+            buffer.add(row, row, np.zeros((1, 1)), np.array([7.0]), np.zeros(1), np.array([[number + 0.5]]), done)
+            episode_of[number] = episode
+            number += 1
+        ends[episode] = number
+    np.random.seed(0)
+    reward = lambda achieved, goal, info: -np.abs(achieved - goal).sum(-1)  # noqa: E731
+    obs, _, next_obs, rewards, _ = (x.numpy() for x in buffer.sample(4000, "cpu", her=(4, reward)))
+    relabelled = obs[:, 1] != -1
+    assert abs(relabelled.mean() - 0.8) < 0.03 and np.all(rewards[~relabelled] == 7.0)
+    assert set(obs[:, 0].astype(int)) == set(range(number - 20, number))  # the last 20 transitions only
+    offsets = set()
+    for (n, goal), next_goal, r in zip(obs[relabelled], next_obs[relabelled, 1], rewards[relabelled]):
+        later = goal - 0.5
+        assert later == int(later) and n <= later < ends[episode_of[int(n)]] and episode_of[int(later)] == episode_of[n]
+        assert next_goal == goal and r == -abs(n + 0.5 - goal)
+        offsets.add(int(later - n))
+    assert offsets == set(range(7))  # from its own step to the last of the longest episode in the buffer (7)
+
+
 def test_sac_actor_samples_and_log_densities_equal_torch_normals():
     """The actor's hand-written reparameterised sample and log density against CleanRL's formulation
     with torch.distributions.Normal: bitwise, so that the rewrite cannot change a run."""
