@@ -132,6 +132,9 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     """weight of the uniform distribution in the skill distribution; 1 = plain online DIAYN (POI unused)"""
     skill_temperature: float = 1.0
     """skill distribution: softmax(log(POI of the skill's states) / temperature), mixed with the uniform"""
+    skill_envs: int | None = None
+    """how many of the envs (the first ones) carry skills and the DIAYN reward; the others see no skill (a zero skill
+    input) and learn the task alone (default: all of them)"""
     skill_steps: int = 32
     """an env also draws a new skill after this many steps of one skill within an episode (0: one skill per episode)"""
     skill_warmstart: int = 100_000
@@ -169,7 +172,7 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
 RANGES = {
     "positive": (
         "total_timesteps num_envs num_steps num_minibatches update_epochs model_hidden_sizes model_epochs "
-        "model_batch_size eval_every eval_steps eval_episode_steps skill_states vae_latent torch_threads"
+        "model_batch_size eval_every eval_steps eval_episode_steps skill_states vae_latent torch_threads skill_envs"
     ),
     "(0, inf)": (
         "learning_rate clip_coef max_grad_norm target_kl model_learning_rate disc_learning_rate skill_temperature"
@@ -207,6 +210,10 @@ def fill_in_defaults(args: Args) -> None:
         raise ValueError(
             "--disc-input xy needs a ColorDoorKey env (its info has the cells) and --state-sampler rollouts"
         )
+    if args.skill_envs is None:
+        args.skill_envs = args.num_envs
+    if args.skill_envs > args.num_envs:
+        raise ValueError(f"--skill-envs must be at most --num-envs={args.num_envs}, got {args.skill_envs}")
     if args.skill_interest == "error" and args.state_sampler != "rollouts":
         raise ValueError("--skill-interest error needs --state-sampler rollouts (the rollout's targets)")
     if args.interest_field == "mc_dropout" and args.mc_samples < 2:
@@ -495,9 +502,10 @@ def poi_values(model, obs, actions, num_samples, generator=None):
 
 def agent_input(obs, skills, num_skills, scale):
     """What the policy and the values see: the observation and the one-hot skill times `scale`, an
-    observation's norm. A one-hot view has 147 active inputs (49 cells x 3 attributes): beside them
-    an unscaled skill is one input among 148 and the policy learns to ignore it."""
-    return torch.cat([obs, scale * F.one_hot(skills, num_skills).float()], dim=-1)
+    observation's norm; skill `num_skills` is none (a zero skill input: an env without skills, --skill-envs). A
+    one-hot view has 147 active inputs (49 cells x 3 attributes): beside them an unscaled skill is one input
+    among 148 and the policy learns to ignore it."""
+    return torch.cat([obs, scale * F.one_hot(skills, num_skills + 1)[..., :num_skills].float()], dim=-1)
 
 
 def disc_inputs(views, cells, disc_input, grid_size):
@@ -626,6 +634,21 @@ def skill_distribution(labels, poi, num_skills, uniform_weight, temperature):
     return uniform_weight / num_skills + (1.0 - uniform_weight) * guided, per_skill
 
 
+def mix_advantages(advantages, diayn_advantages, skill_rows, ext_share, diayn_share, norm):
+    """The advantage the policy follows: at the steps of envs with skills (`skill_rows`), `ext_share` of the task's
+    and `diayn_share` of the DIAYN advantage, at the others the task's alone. With `norm`, each kind is first
+    normalised on its own (the weights weigh them, whatever their scales), the DIAYN one over the steps with skills
+    (one such step or none: no spread to normalise by, weight 0)."""
+    if norm:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        with_skills = diayn_advantages[skill_rows]
+        if len(with_skills) > 1:
+            diayn_advantages = (diayn_advantages - with_skills.mean()) / (with_skills.std() + 1e-8)
+        else:
+            diayn_advantages = torch.zeros_like(diayn_advantages)
+    return torch.where(skill_rows, ext_share * advantages + diayn_share * diayn_advantages, advantages)
+
+
 def compute_gae(rewards, values, next_value, final_values, terminations, dones, gamma, gae_lambda):
     """Generalised advantage estimation over a (num_steps, num_envs) rollout, and where each step bootstraps.
 
@@ -744,6 +767,8 @@ if __name__ == "__main__":
         next_info = torch.tensor(infos[info_keys[0]], device=device) if info_keys else None
         skill_probs = torch.full((args.num_skills,), 1.0 / args.num_skills)
         next_skill = torch.multinomial(skill_probs, args.num_envs, replacement=True).to(device)
+        skill_env = torch.arange(args.num_envs, device=device) < args.skill_envs  # the others carry no skill
+        next_skill[~skill_env] = args.num_skills
         skill_age = torch.zeros(args.num_envs, dtype=torch.long, device=device)  # steps taken with the skill
         visits = torch.zeros(args.num_skills, grid_size, grid_size)  # per skill and cell, since the last map
         recent_returns = deque(maxlen=100)  # the task's episodic returns, for --diayn-after-return
@@ -812,6 +837,7 @@ if __name__ == "__main__":
                 skill_age += 1
                 done_now = torch.as_tensor(done, device=device)
                 switch = (skill_age >= args.skill_steps) & ~done_now if args.skill_steps else torch.zeros_like(done_now)
+                switch &= skill_env
                 skill_ends[step] = switch.float()
                 # a truncated episode bootstraps both returns from its final observation; an ended skill its DIAYN
                 # return (final_values is read only where an episode was truncated)
@@ -822,7 +848,7 @@ if __name__ == "__main__":
                         final_value, final_diayn_value = agent.get_value(x)
                         final_values[step, bootstrap] = final_value.flatten()
                         final_diayn_values[step, bootstrap] = final_diayn_value.flatten()
-                redraw = done_now | switch  # a new skill for each episode that starts and each skill that ended
+                redraw = (done_now & skill_env) | switch  # a new skill for each episode and skill that ended
                 if redraw.any():
                     new = torch.multinomial(skill_probs, int(redraw.sum()), replacement=True)
                     next_skill[redraw] = new.to(device)
@@ -877,11 +903,15 @@ if __name__ == "__main__":
                 eval_poi = poi_values(model, heldout["obs"], heldout["actions"], args.mc_samples, eval_generator)
                 writer.add_scalar("poi/eval_mean", eval_poi[heldout["inverse"]].mean().item(), global_step)
 
-            # DIAYN LOGIC: reward from the discriminator as it was during the rollout, then its update
-            flat_skills = skills.reshape(-1)
-            flat_next_obs, flat_next_cells = next_observations.reshape(-1, obs_dim), next_cells.reshape(-1, 2)
+            # DIAYN LOGIC: reward from the discriminator as it was during the rollout, then its update; the steps of
+            # the envs with skills only
+            b_skill_rows = skills.reshape(-1) < args.num_skills
+            flat_skills = skills.reshape(-1)[b_skill_rows]
+            flat_next_obs = next_observations.reshape(-1, obs_dim)[b_skill_rows]
+            flat_next_cells = next_cells.reshape(-1, 2)[b_skill_rows]
             seen = disc_inputs(flat_next_obs, flat_next_cells, args.disc_input, grid_size)
-            diayn_reward = diayn_rewards(disc, seen, flat_skills, args.num_skills)
+            diayn_reward = torch.zeros(args.batch_size, device=device)
+            diayn_reward[b_skill_rows] = diayn_rewards(disc, seen, flat_skills, args.num_skills)
             diayn_reward = diayn_reward.reshape(args.num_steps, args.num_envs)
             disc_loss, disc_correct = train_discriminator(
                 disc, disc_optimizer, seen, flat_skills, args.model_batch_size
@@ -901,8 +931,9 @@ if __name__ == "__main__":
                 with torch.no_grad():
                     labels = disc(disc_inputs(states, None, args.disc_input, grid_size)).argmax(-1)
             else:
-                rows = torch.randint(args.batch_size, (args.skill_states,))
-                states, labels = obs.reshape(-1, obs_dim)[rows], flat_skills[rows]
+                skill_rows = torch.nonzero(b_skill_rows).flatten()  # steps of the envs with skills
+                rows = skill_rows[torch.randint(len(skill_rows), (args.skill_states,))]
+                states, labels = obs.reshape(-1, obs_dim)[rows], skills.reshape(-1)[rows]
             if args.skill_interest == "error":
                 poi = rollout_error[rows]
             else:
@@ -979,13 +1010,14 @@ if __name__ == "__main__":
                         approx_kl = ((ratio - 1) - logratio).mean()
                         clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
 
-                    mb_advantages, mb_diayn_advantages = b_advantages[mb_inds], b_diayn_advantages[mb_inds]
-                    if args.norm_adv:  # each on its own: the weights weigh them, whatever their scales
-                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                        mb_diayn_advantages = (mb_diayn_advantages - mb_diayn_advantages.mean()) / (
-                            mb_diayn_advantages.std() + 1e-8
-                        )
-                    mb_advantages = ext_share * mb_advantages + diayn_share * mb_diayn_advantages
+                    mb_advantages = mix_advantages(
+                        b_advantages[mb_inds],
+                        b_diayn_advantages[mb_inds],
+                        b_skill_rows[mb_inds],
+                        ext_share,
+                        diayn_share,
+                        args.norm_adv,
+                    )
 
                     # Policy loss
                     pg_loss1 = -mb_advantages * ratio
@@ -1046,9 +1078,10 @@ if __name__ == "__main__":
             writer.add_scalar("diayn/weight", diayn_weight, global_step)
             writer.add_scalar("diayn/disc_loss", disc_loss, global_step)
             writer.add_scalar("diayn/disc_accuracy", disc_correct.float().mean().item(), global_step)
-            if fresh.any():  # skills the discriminator has never trained on: no episode to recognise
+            fresh_with_skills = fresh.reshape(-1)[b_skill_rows]
+            if fresh_with_skills.any():  # skills the discriminator has never trained on: no episode to recognise
                 writer.add_scalar(
-                    "diayn/disc_accuracy_fresh", disc_correct[fresh.reshape(-1)].float().mean().item(), global_step
+                    "diayn/disc_accuracy_fresh", disc_correct[fresh_with_skills].float().mean().item(), global_step
                 )
             if args.state_sampler == "vae":
                 writer.add_scalar("diayn/vae_loss", vae_loss, global_step)

@@ -393,3 +393,19 @@ def test_a_world_that_changes_and_its_evaluation_which_never_changes_training(tm
     assert reference_scalars["external_model/eval_loss"] != other_scalars["external_model/eval_loss"]
     training = [{k: v for k, v in s.items() if k.startswith(TRAINING)} for s in (reference_scalars, other_scalars)]
     assert len(training[0]) >= 4 and training[0] == training[1]
+
+
+def test_her_study_success_rates_per_window():
+    """docs/results/her-fetchreach/success.py on hand-made episodes: windows of 2,000 steps by the episode's last
+    step, the first window at 0.9 or more."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("success", "docs/results/her-fetchreach/success.py")
+    success = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(success)
+    points = [(50 * i, float(i > 60)) for i in range(1, 121)]  # 120 episodes of 50 steps, successes from the 61st
+    rates = success.window_rates(points, 6000)
+    assert rates == [0.0, 0.5, 1.0]  # episodes 1-40 end in the first window, 41-80 (half of them successes) in the next
+    assert np.isnan(success.window_rates([(10, 1.0)], 4000)[1])  # no episode ended in the second window
+    assert success.first_reaching(rates) == 6000 and success.first_reaching([0.2, 0.95, 0.4]) == 4000
+    assert success.first_reaching([0.89, np.nan]) is None

@@ -332,6 +332,7 @@ def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script, f
         ("algos/ppo_poi_diayn.py", ["--uniform-prior-weight", "1.5"], False),
         ("algos/ppo_poi_diayn.py", ["--disc-input", "xy"], False),  # the VAE's samples have no cell
         ("algos/ppo_poi_diayn.py", ["--skill-interest", "error"], False),  # nor targets
+        ("algos/ppo_poi_diayn.py", ["--skill-envs", "17"], False),  # of 16 envs
         ("algos/ppo_poi_emb.py", ["--emb-size", "0"], True),
         ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "1"], False),
     ],
@@ -386,3 +387,51 @@ def test_the_diayn_gate_holds_the_skills_back_until_the_task_is_done(tmp_path):
     assert policy_losses(gated)[:opened] == policy_losses(never)[:opened]
     assert policy_losses(gated)[opened:] != policy_losses(never)[opened:]
     assert {v for _, v in never["diayn/weight"]} == {0.0}
+
+
+def test_envs_without_skills_see_no_skill_and_follow_the_task_advantage_alone():
+    """--skill-envs: skill `num_skills` is a zero skill input; the mixed advantage against a hand-worked case."""
+    agent_input, mix_advantages = diayn.agent_input, diayn.mix_advantages
+    x = agent_input(torch.ones(3, 2), torch.tensor([0, 2, 3]), 3, 5.0)
+    assert x.tolist() == [[1, 1, 5, 0, 0], [1, 1, 0, 0, 5], [1, 1, 0, 0, 0]]
+    task, skill = torch.tensor([1.0, 2.0, 3.0, 6.0]), torch.tensor([0.0, 4.0, 8.0, 100.0])
+    rows = torch.tensor([False, True, True, False])
+    mixed = mix_advantages(task, skill, rows, 0.75, 0.25, norm=False)
+    assert mixed.tolist() == [1.0, 0.75 * 2 + 0.25 * 4, 0.75 * 3 + 0.25 * 8, 6.0]
+    # normalised: the task's over all four steps (mean 3, std sqrt(14/3)), DIAYN's over the two with skills (6 +- 2.83)
+    normed = mix_advantages(task, skill, rows, 0.75, 0.25, norm=True)
+    task_n = (task - 3.0) / (14.0 / 3.0) ** 0.5
+    expected = [task_n[0], 0.75 * task_n[1] - 0.25 / 2**0.5, 0.75 * task_n[2] + 0.25 / 2**0.5, task_n[3]]
+    assert torch.allclose(normed, torch.stack(expected), atol=1e-6)
+    # every step with skills: the files' mix of the two normalised advantages, whatever the spread
+    everywhere = torch.ones(4, dtype=torch.bool)
+    skill_n = (skill - skill.mean()) / (skill.std() + 1e-8)
+    assert torch.equal(
+        mix_advantages(task, skill, everywhere, 0.75, 0.25, True), 0.75 * task_n.float() + 0.25 * skill_n
+    )
+    # one step with skills: no DIAYN weight (no spread to normalise by)
+    one = torch.tensor([False, True, False, False])
+    assert torch.allclose(mix_advantages(task, skill, one, 0.75, 0.25, True), torch.where(one, 0.75 * task_n, task_n))
+
+
+def test_diayn_with_skills_in_a_share_of_the_envs_runs_and_trains_the_discriminator_on_those(tmp_path):
+    run(
+        tmp_path,
+        *SMALL,
+        "--env",
+        "ColorDoorKey-6x6",
+        "--total-timesteps",
+        "2560",
+        "--skill-envs",
+        "1",
+        *DIAYN,
+        "--state-sampler",
+        "rollouts",
+        "--disc-input",
+        "xy",
+        script="algos/ppo_poi_diayn.py",
+    )
+    scalars = read_scalars(only_run_dir(tmp_path))
+    # a share of env 0's 128 steps (of the rollout's 256, ten iterations would give a half at least once, p = 1 - 2^-10)
+    correct = np.array([v for _, v in scalars["diayn/disc_accuracy"]]) * 128
+    assert len(correct) == 10 and np.allclose(correct, np.round(correct), atol=1e-3)
