@@ -306,12 +306,14 @@ def poi_values(model, obs, actions):
 
 
 @torch.no_grad()
-def normalised_heldout_error(model, obs, actions, next_obs, obs_mean, obs_var):
-    """The squared error of the members' mean prediction on held-out transitions of raw observations, in the
-    agent's observation space: normalised by (`obs_mean`, `obs_var`) as make_env's wrappers do."""
-    normalise = lambda x: ((x - obs_mean) / torch.sqrt(obs_var + 1e-8)).clamp(-10, 10)  # noqa: E731
-    obs, next_obs = normalise(obs), normalise(next_obs)
-    return ((model(obs, actions).mean(0) - (next_obs - obs)) ** 2).mean().item()
+def raw_heldout_error(model, obs, actions, next_obs, obs_mean, obs_var):
+    """The squared error of the members' mean prediction on held-out transitions, in raw observation units (as
+    sac_forward_model.py's, whatever the normalisation): the raw observations normalised by (`obs_mean`, `obs_var`)
+    as make_env's wrappers do, the predicted next observation mapped back by the same statistics."""
+    std = torch.sqrt(obs_var + 1e-8)
+    normalised = ((obs - obs_mean) / std).clamp(-10, 10)
+    predicted = (normalised + model(normalised, actions).mean(0)) * std + obs_mean
+    return ((predicted - next_obs) ** 2).mean().item()
 
 
 def compute_gae(rewards, values, next_value, final_values, terminations, dones, gamma, gae_lambda):
@@ -496,7 +498,7 @@ if __name__ == "__main__":
                 ]
                 for suffix, data in zip(("", "_changed"), heldout):
                     if data is not None:
-                        error = normalised_heldout_error(model, *data, *statistics)
+                        error = raw_heldout_error(model, *data, *statistics)
                         writer.add_scalar(f"external_model/eval_loss{suffix}", error, global_step)
 
             # POI LOGIC: interest of every stored transition under the updated model, as a normalised reward

@@ -636,7 +636,8 @@ def skill_distribution(labels, poi, num_skills, uniform_weight, temperature):
 
 def mix_advantages(advantages, diayn_advantages, skill_rows, ext_share, diayn_share, norm):
     """The advantage the policy follows: at the steps of envs with skills (`skill_rows`), `ext_share` of the task's
-    and `diayn_share` of the DIAYN advantage, at the others the task's alone. With `norm`, each kind is first
+    and `diayn_share` of the DIAYN advantage, at the others the task's alone (none while the task's weight is 0:
+    no task reward reaches the agent, its advantage is critic noise). With `norm`, each kind is first
     normalised on its own (the weights weigh them, whatever their scales), the DIAYN one over the steps with skills
     (one such step or none: no spread to normalise by, weight 0)."""
     if norm:
@@ -646,7 +647,8 @@ def mix_advantages(advantages, diayn_advantages, skill_rows, ext_share, diayn_sh
             diayn_advantages = (diayn_advantages - with_skills.mean()) / (with_skills.std() + 1e-8)
         else:
             diayn_advantages = torch.zeros_like(diayn_advantages)
-    return torch.where(skill_rows, ext_share * advantages + diayn_share * diayn_advantages, advantages)
+    task_alone = advantages if ext_share else torch.zeros_like(advantages)
+    return torch.where(skill_rows, ext_share * advantages + diayn_share * diayn_advantages, task_alone)
 
 
 def compute_gae(rewards, values, next_value, final_values, terminations, dones, gamma, gae_lambda):
@@ -923,7 +925,7 @@ if __name__ == "__main__":
                     writer.add_image("skills/visitation", visitation_image(visits), global_step)
                     visits.zero_()
             if args.state_sampler == "vae":
-                vae_loss = train_vae(vae, vae_optimizer, obs.reshape(-1, obs_dim), args.model_batch_size)
+                vae_loss = train_vae(vae, vae_optimizer, obs.reshape(-1, obs_dim)[b_skill_rows], args.model_batch_size)
 
             # SKILL LOGIC: weigh the skills by the interest of sampled states, each with the skill that goes there
             if args.state_sampler == "vae":
@@ -1074,7 +1076,7 @@ if __name__ == "__main__":
             writer.add_scalar("losses/diayn_value_loss", diayn_v_loss.item(), global_step)
             writer.add_scalar("poi/mean", poi.mean().item(), global_step)
             writer.add_scalar("poi/max", poi.max().item(), global_step)
-            writer.add_scalar("diayn/reward_mean", diayn_reward.mean().item(), global_step)
+            writer.add_scalar("diayn/reward_mean", diayn_reward.reshape(-1)[b_skill_rows].mean().item(), global_step)
             writer.add_scalar("diayn/weight", diayn_weight, global_step)
             writer.add_scalar("diayn/disc_loss", disc_loss, global_step)
             writer.add_scalar("diayn/disc_accuracy", disc_correct.float().mean().item(), global_step)

@@ -96,6 +96,8 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     """the learning rate of the forward model's Adam optimizer"""
     fm_eval_fraction: float = 0.2
     """share of the transitions held out (never trained on) for `fm/eval_loss`"""
+
+    # evaluation arguments
     eval_steps: int = 10_240
     """random-policy transitions in each phase's held-out set (`external_model/eval_loss`)"""
     eval_episode_steps: int = 80

@@ -90,9 +90,10 @@ class FlatGoalObs(gym.ObservationWrapper):
 class MotorChange(gym.Wrapper):
     """A motor that weakens in a region, in the odd phases: where observation component `obs_index` is below
     `below`, action component `joint`'s positive pushes reach the task at `gain` of their strength (negative
-    ones as they are). The agent sees the change only through the transitions. `set_phase(k)` takes effect
-    at the next reset, as ColorDoorKey's colour change does; `changed(obs, actions)` marks the transitions
-    whose outcome differs between an even and an odd phase."""
+    ones as they are). The agent sees the change only through the transitions (and the task's reward, where it
+    charges for the force that acts). `set_phase(k)` takes effect at the next reset, as ColorDoorKey's colour
+    change does; `changed(obs, actions)` marks the transitions the odd phases alter (their outcomes differ, except
+    where the task's own limits clip both alike: Pendulum's speed cap)."""
 
     def __init__(self, env: gym.Env, joint: int, gain: float, obs_index: int, below: float):
         super().__init__(env)
@@ -104,7 +105,7 @@ class MotorChange(gym.Wrapper):
         self.next_phase = phase
 
     def changed(self, obs, actions) -> np.ndarray:
-        """Per transition (`obs` and `actions` with a leading batch dimension), whether the odd phases alter it."""
+        """Per transition (`obs` and `actions` with a leading batch dimension), whether the odd phases alter its force."""
         return (np.asarray(obs)[..., self.obs_index] < self.below) & (np.asarray(actions)[..., self.joint] > 0)
 
     def reset(self, **kwargs):
@@ -153,6 +154,7 @@ def inner_wrapper(env: gym.Env, kind: type) -> gym.Wrapper | None:
 
 
 def motor_change(env: gym.Env) -> MotorChange | None:
+    """The MotorChange wrapper inside `env`, None if it has none."""
     return inner_wrapper(env, MotorChange)
 
 

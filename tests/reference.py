@@ -32,10 +32,11 @@ FLAGS = {
     "ppo_poi_replay.py --model-data curious": DISCRETE + "--replay-size 384 --model-data curious".split(),
     "ppo_poi_diayn.py": DISCRETE + ["--skill-steps", "24"],  # a skill ends mid-rollout and across the checkpoint
     "ppo_poi_emb.py": FROM_START,
-    # the continuous files on a world that changes: the change after the third iteration, 256 held-out steps
+    # the continuous files on a world that changes: PPO's changes in the first iteration (its checkpoint is in phase 1)
+    # and after the fourth, 256 held-out steps
     "ppo_continuous_poi_ensemble.py": (
         "--num-envs 2 --num-steps 64 --num-minibatches 2 --total-timesteps 768 --env PendulumMotorChange-v1 "
-        "--change-steps 384 --eval-steps 256"
+        "--change-steps 100 500 --eval-steps 256"
     ).split(),
     # SAC logs (and checkpoints) every 1,000 steps: its updates from step 1,800, the checkpoint at 2,000, a change
     # before it and one after

@@ -152,6 +152,30 @@ def test_continuous_ensemble_equals_a_loop_over_members():
     assert torch.allclose(cppo.poi_values(model, obs, actions), batched.var(0, unbiased=False).mean(-1))
 
 
+def test_the_continuous_ppo_held_out_error_is_in_raw_observation_units():
+    """raw_heldout_error against hand-made cases: a model that predicts no change errs by the raw deltas' mean square,
+    one that predicts the normalised delta exactly errs by nothing, whatever the normalising statistics."""
+    rng = np.random.default_rng(0)
+    obs = torch.tensor(rng.normal(size=(50, 3)), dtype=torch.float32)
+    next_obs = obs + torch.tensor(rng.normal(scale=0.1, size=(50, 3)), dtype=torch.float32)
+    mean, var = torch.tensor([0.5, -1.0, 2.0]), torch.tensor([4.0, 0.25, 9.0])
+    normalise = lambda x: (x - mean) / torch.sqrt(var + 1e-8)  # noqa: E731
+
+    class Fixed(torch.nn.Module):  # a two-member "ensemble" that predicts `delta` for every input
+        def __init__(self, delta):
+            super().__init__()
+            self.delta = delta
+
+        def forward(self, o, a):
+            return self.delta.expand(2, *self.delta.shape)
+
+    actions = torch.zeros(50, 1)
+    still = cppo.raw_heldout_error(Fixed(torch.zeros(50, 3)), obs, actions, next_obs, mean, var)
+    assert np.isclose(still, ((next_obs - obs) ** 2).mean().item(), rtol=1e-5)
+    exact = cppo.raw_heldout_error(Fixed(normalise(next_obs) - normalise(obs)), obs, actions, next_obs, mean, var)
+    assert exact < 1e-10
+
+
 def test_goal_observations_are_flattened():
     env = make_continuous_env("FetchReach-v4")
     raw = gym.make("FetchReach-v4")
@@ -187,7 +211,7 @@ def test_the_motor_weakens_where_marked_and_only_from_the_next_reset():
         assert motor.phase == phase
         rows = []
         for _ in range(400):
-            state = np.array([rng.uniform(-np.pi, np.pi), rng.uniform(-4, 4)])
+            state = np.array([rng.uniform(-np.pi, np.pi), rng.uniform(-8, 8)])
             torque = rng.uniform(-2, 2)
             obs = np.array([np.cos(state[0]), np.sin(state[0]), state[1]], dtype=np.float32)
             env.unwrapped.state, motor.last_obs = state.copy(), obs  # the world put in `state`
@@ -195,9 +219,15 @@ def test_the_motor_weakens_where_marked_and_only_from_the_next_reset():
             assert np.allclose(next_obs, pendulum_step(state, torque, phase), atol=1e-5)
             rows.append((obs, torque, next_obs, pendulum_step(state, torque, phase + 1)))
         outcomes[phase] = rows
+    capped = 0
     for obs, torque, next_obs, other in outcomes[1]:
         differs = not np.allclose(next_obs, other, atol=1e-6)
-        assert differs == bool(motor.changed(obs[None], np.array([[torque]]))[0])
+        marked = bool(motor.changed(obs[None], np.array([[torque]]))[0])
+        assert marked == (obs[0] < 0 and torque > 0) and (marked or not differs)
+        if marked and not differs:  # both phases at the speed cap
+            assert abs(next_obs[2]) == 8.0
+            capped += 1
+    assert capped < 20
     assert 0.15 < np.mean([motor.changed(o[None], np.array([[t]]))[0] for o, t, *_ in outcomes[1]]) < 0.35
 
 
@@ -209,8 +239,19 @@ def test_continuous_heldout_sets_are_fixed_per_phase_and_hold_the_changed_transi
     starts = full["obs"][::80]  # world after world, each from its own seed: the same starts and actions in each phase
     assert np.array_equal(starts, first["obs"][::80]) and len(np.unique(starts, axis=0)) == 13
     assert np.array_equal(full["actions"], first["actions"]) and not np.array_equal(full["next_obs"], first["next_obs"])
+    # each transition of the odd phase follows the equations of motion with its weakened motor where marked
+    states = np.stack([np.arctan2(full["obs"][:, 1], full["obs"][:, 0]), full["obs"][:, 2]], axis=1)
+    expected = np.array([pendulum_step(x, float(u[0]), 1) for x, u in zip(states, full["actions"])])
+    assert np.allclose(full["next_obs"], expected, atol=1e-5)
+    weakened = np.array(
+        [
+            not np.allclose(pendulum_step(x, float(u[0]), 1), pendulum_step(x, float(u[0]), 0))
+            for x, u in zip(states, full["actions"])
+        ]
+    )
     mask = (full["obs"][:, 0] < 0) & (full["actions"][:, 0] > 0)
     assert np.array_equal(changed["obs"], full["obs"][mask]) and 0.2 < mask.mean() < 0.5
+    assert np.all(mask[weakened]) and weakened.sum() > 0.99 * mask.sum()  # all but those at the speed cap
     assert len(first_changed["obs"]) == ((first["obs"][:, 0] < 0) & (first["actions"][:, 0] > 0)).sum()
     # each step of a world follows from the one before (no episode ends within 80 steps)
     follows = np.ones(len(full["obs"]) - 1, bool)
@@ -385,8 +426,8 @@ def test_a_world_that_changes_and_its_evaluation_which_never_changes_training(tm
     if "sac" in key:  # changes at 1,500 and 2,100; logged every 1,000 steps and at the last
         assert phases == [(1000, 0.0), (2000, 1.0), (2200, 2.0)]
         assert [s for s, _ in reference_scalars["external_model/eval_loss"]] == list(range(100, 2201, 100))
-    else:  # 2 envs x 64 steps an iteration, the change after step 384
-        assert phases == [(128 * i, float(i > 3)) for i in range(1, 7)]
+    else:  # 2 envs x 64 steps an iteration, changes after steps 100 and 500
+        assert phases == [(128 * i, 1.0 + (i > 3)) for i in range(1, 7)]
         assert [s for s, _ in other_scalars["external_model/eval_loss"]] == [768]
     for tag in ("external_model/eval_loss", "external_model/eval_loss_changed"):
         assert all(np.isfinite(v) and v > 0 for _, v in reference_scalars[tag])

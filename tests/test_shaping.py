@@ -409,6 +409,8 @@ def test_envs_without_skills_see_no_skill_and_follow_the_task_advantage_alone():
     assert torch.equal(
         mix_advantages(task, skill, everywhere, 0.75, 0.25, True), 0.75 * task_n.float() + 0.25 * skill_n
     )
+    # no task weight (no task reward reaches the agent): the envs without skills follow nothing
+    assert mix_advantages(task, skill, rows, 0.0, 1.0, norm=False).tolist() == [0.0, 4.0, 8.0, 0.0]
     # one step with skills: no DIAYN weight (no spread to normalise by)
     one = torch.tensor([False, True, False, False])
     assert torch.allclose(mix_advantages(task, skill, one, 0.75, 0.25, True), torch.where(one, 0.75 * task_n, task_n))
