@@ -4,6 +4,7 @@ import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python algos/<file>.py` finds envs/ and common/
 
@@ -86,6 +87,9 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     """the mini-batch size of the forward model's training"""
 
     # POI arguments
+    interest: Literal["ensemble", "noise"] = "ensemble"
+    """ensemble: the members' disagreement on each transition; noise: a uniform draw per transition, independent of
+    everything else (a control: a reward that changes the agent's behaviour but carries no model signal)"""
     ensemble_size: int = 5
     """members of the forward model's ensemble, whose disagreement is the point-of-interest value"""
     int_coef: float = 1.0
@@ -396,7 +400,14 @@ if __name__ == "__main__":
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
 
         # what a checkpoint saves by state dict (the loop's values: loop_state, below)
-        stateful = dict(agent=agent, optimizer=optimizer, model=model, model_optimizer=model_optimizer)
+        noise_generator = torch.Generator(device).manual_seed(args.seed)  # --interest noise draws from it alone
+        stateful = dict(
+            agent=agent,
+            optimizer=optimizer,
+            model=model,
+            model_optimizer=model_optimizer,
+            noise_generator=noise_generator,
+        )
 
         # ALGO Logic: Storage setup
         obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
@@ -502,7 +513,10 @@ if __name__ == "__main__":
                         writer.add_scalar(f"external_model/eval_loss{suffix}", error, global_step)
 
             # POI LOGIC: interest of every stored transition under the updated model, as a normalised reward
-            poi = poi_values(model, *flat[:2]).reshape(args.num_steps, args.num_envs)
+            if args.interest == "noise":
+                poi = torch.rand((args.num_steps, args.num_envs), generator=noise_generator, device=device)
+            else:
+                poi = poi_values(model, *flat[:2]).reshape(args.num_steps, args.num_envs)
             int_rewards = poi / (int_reward_scale.update(poi) + 1e-8)
 
             # bootstrap value if not done

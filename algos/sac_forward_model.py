@@ -87,9 +87,12 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     fm_activation: Literal["relu", "tanh", "logistic"] = "relu"
     """activation of the forward model's hidden layers"""
     fm_retrain_every: int = 1000
-    """retrain the forward model on all data collected so far every this many steps"""
+    """retrain the forward model on the data collected so far every this many steps"""
+    fm_window: int | None = None
+    """if set, retrain and evaluate on the last this many transitions only (a world that changes: the data from
+    before a change leaves the model's training after this many steps); unset: on all of them"""
     fm_epochs: int = 1
-    """passes over all data at each retraining"""
+    """passes over the training data at each retraining"""
     fm_batch_size: int = 256
     """the mini-batch size of the forward model's training"""
     fm_learning_rate: float = 1e-3
@@ -109,7 +112,8 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
 RANGES = {
     "positive": (
         "total_timesteps buffer_size batch_size policy_frequency target_network_frequency fm_hidden_size "
-        "fm_layers fm_retrain_every fm_epochs fm_batch_size torch_threads eval_steps eval_episode_steps her_k"
+        "fm_layers fm_retrain_every fm_window fm_epochs fm_batch_size torch_threads eval_steps eval_episode_steps "
+        "her_k"
     ),
     "(0, inf)": "policy_lr q_lr fm_learning_rate",
     "[0, inf)": "seed checkpoint_every alpha",
@@ -348,8 +352,10 @@ class TransitionSet:
         self.held_out[rows] = self.rng.random(n) < self.eval_fraction
         self.size += n
 
-    def part(self, held_out, device):
-        rows = np.flatnonzero(self.held_out[: self.size] == held_out)
+    def part(self, held_out, device, window=None):
+        """The training (held_out False) or held-out transitions among the last `window` added (None: all)."""
+        start = 0 if window is None else max(0, self.size - window)
+        rows = start + np.flatnonzero(self.held_out[start : self.size] == held_out)
         return tuple(torch.tensor(x[rows], device=device) for x in (self.obs, self.actions, self.deltas))
 
 
@@ -591,9 +597,10 @@ if __name__ == "__main__":
                 if global_step % args.target_network_frequency == 0:
                     soft_update(q_target_params, q_params, args.tau)
 
-            # FORWARD MODEL LOGIC: retrain on every transition so far, evaluate on the held-out ones
+            # FORWARD MODEL LOGIC: retrain on the transitions so far (the last --fm-window), evaluate on the held-out
             if retrain_due(global_step, args.fm_retrain_every):
-                train_part, eval_part = transitions.part(False, device), transitions.part(True, device)
+                train_part = transitions.part(False, device, args.fm_window)
+                eval_part = transitions.part(True, device, args.fm_window)
                 if len(train_part[0]) and len(eval_part[0]):
                     fm_train_loss = train_forward_model(
                         fm, fm_optimizer, *train_part, args.fm_epochs, args.fm_batch_size

@@ -75,6 +75,22 @@ def test_replay_buffer_wraps_and_transition_set_holds_out_a_fraction():
     assert [s for s in range(1, 3001) if sac.retrain_due(s, 1000)] == [1000, 2000, 3000]
 
 
+def test_transition_set_window_keeps_the_last_transitions_of_each_part():
+    """--fm-window: the parts among the last `window` transitions added, against a plain filter of the numbered rows;
+    a window larger than the data, or none, gives all of it."""
+    data = sac.TransitionSet(100, 1, 1, eval_fraction=0.3, seed=1)
+    numbers = np.arange(70, dtype=np.float32)[:, None]
+    for chunk in np.split(numbers, [10, 35]):  # added in three calls, as runs add one step (or env) at a time
+        data.add(chunk, np.zeros_like(chunk), chunk + 1)
+    held_out = data.held_out[:70]
+    for window, first in [(25, 45), (1, 69), (70, 0), (500, 0), (None, 0)]:
+        for part in (True, False):
+            expected = [n for n in range(first, 70) if held_out[n] == part]
+            obs, actions, deltas = data.part(part, "cpu", window)
+            assert obs[:, 0].tolist() == expected and torch.equal(deltas, torch.ones_like(deltas))
+    assert 0 < held_out[45:].sum() < 25  # both parts are in the window
+
+
 def test_her_relabels_with_goals_achieved_later_in_the_same_episode():
     """A hand-built history (episodes of 6, 8, 5 and 7 steps, then 4 of one still going, through a buffer of 20):
     each observation holds its transition's number and a desired goal of -1, each next observation achieves the goal
@@ -308,7 +324,17 @@ SAC_SMALL = [
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["Pendulum-v1", "HalfCheetah-v5", "FetchReach-v4"])
 def test_sac_runs_and_retrains_the_forward_model_every_n_steps(tmp_path, env_id):
-    run(tmp_path, "--env", env_id, *SAC_SMALL, "--save-model", "--fm-gaussian", script="algos/sac_forward_model.py")
+    window = ["--fm-window", "300"] if env_id == "Pendulum-v1" else []  # on the last 300 transitions only
+    run(
+        tmp_path,
+        "--env",
+        env_id,
+        *SAC_SMALL,
+        *window,
+        "--save-model",
+        "--fm-gaussian",
+        script="algos/sac_forward_model.py",
+    )
     run_dir = only_run_dir(tmp_path)
     scalars = read_scalars(run_dir)
     assert [s for s, _ in scalars["fm/train_loss"]] == [200, 400, 600]
@@ -375,6 +401,21 @@ def test_continuous_ppo_ensemble_runs(tmp_path, env_id):
     normalised = np.clip((raw - stats["mean"][0]) / np.sqrt(stats["var"][0] + 1e-8), -10, 10)
     action = agent.get_action_and_value(torch.tensor(normalised, dtype=torch.float32)[None])[0]
     assert action.shape == (1, agent.actor_logstd.shape[1]) and torch.isfinite(action).all()
+
+
+def test_continuous_ppo_noise_interest_draws_uniform_values_of_its_own(tmp_path):
+    """--interest noise: the point-of-interest values are uniform draws (mean about 0.5, all in [0, 1)), from a
+    generator of their own (the same seed draws the same values with another model, whose initialisation takes other
+    draws from torch's global generator)."""
+    flags = ["--total-timesteps", "1024", "--num-steps", "512", "--num-minibatches", "4", "--update-epochs", "2"]
+    for members in ("5", "3"):
+        (tmp_path / members).mkdir()
+        run(tmp_path / members, "--interest", "noise", "--ensemble-size", members, *flags,
+            script="algos/ppo_continuous_poi_ensemble.py")  # fmt: skip
+    scalars = [read_scalars(only_run_dir(tmp_path / members)) for members in ("5", "3")]
+    assert scalars[0]["poi/mean"] == scalars[1]["poi/mean"] and scalars[0]["poi/max"] == scalars[1]["poi/max"]
+    assert all(abs(v - 0.5) < 0.05 for _, v in scalars[0]["poi/mean"]) and all(v < 1 for _, v in scalars[0]["poi/max"])
+    assert scalars[0]["external_model/train_loss"] != scalars[1]["external_model/train_loss"]  # the models differ
 
 
 @pytest.mark.parametrize(
