@@ -77,6 +77,14 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     her_k: int = 4
     """HER's relabelled transitions per real one: a sampled transition is relabelled with probability k / (k + 1)"""
 
+    # POI arguments
+    int_coef: float = 0.0
+    """weight of the intrinsic reward added to each sampled transition's reward: its interest over the batch's mean
+    interest (0: SAC, the forward model only watches)"""
+    interest: Literal["error", "noise"] = "error"
+    """error: the forward model's squared error on the transition, under the model of the time; noise: a uniform
+    draw fixed when the transition is stored, independent of everything else (a control)"""
+
     # forward model arguments
     fm_gaussian: bool = False
     """if toggled, the forward model predicts a mean and a clamped log-std and is trained by Gaussian NLL (else MSE)"""
@@ -116,7 +124,7 @@ RANGES = {
         "her_k"
     ),
     "(0, inf)": "policy_lr q_lr fm_learning_rate",
-    "[0, inf)": "seed checkpoint_every alpha",
+    "[0, inf)": "seed checkpoint_every alpha int_coef",
     "(0, 1]": "gamma tau",
     "(0, 1)": "fm_eval_fraction",
 }
@@ -215,16 +223,18 @@ class Actor(nn.Module):
 class ReplayBuffer:
     """A ring buffer of one env's transitions, in the order they came; `next_obs` is the true next observation (never
     a reset one). With `goal_dim`, the observations end with the desired goal, and each transition keeps the goal its
-    next observation achieved and where its episode ends, for hindsight relabelling (`sample`'s `her`)."""
+    next observation achieved and where its episode ends, for hindsight relabelling (`sample`'s `her`). Each
+    transition also keeps a uniform draw from a generator of the buffer's own, seeded by `seed` (the noise interest)."""
 
     NOT_ENDED = np.iinfo(np.int64).max
 
-    def __init__(self, capacity, obs_dim, action_dim, goal_dim=0):
+    def __init__(self, capacity, obs_dim, action_dim, goal_dim=0, seed=0):
         self.obs = np.zeros((capacity, obs_dim), dtype=np.float32)
         self.next_obs = np.zeros((capacity, obs_dim), dtype=np.float32)
         self.actions = np.zeros((capacity, action_dim), dtype=np.float32)
         self.rewards = np.zeros(capacity, dtype=np.float32)
         self.terminations = np.zeros(capacity, dtype=np.float32)
+        self.noise, self.noise_rng = np.zeros(capacity, dtype=np.float32), np.random.default_rng(seed)
         self.capacity, self.pos, self.full = capacity, 0, False
         # for HER: the achieved goal of each next observation; each transition's number (counting every one added)
         # and the number past its episode's last (NOT_ENDED while it goes on)
@@ -238,6 +248,7 @@ class ReplayBuffer:
         idx = (self.pos + np.arange(n)) % self.capacity
         self.obs[idx], self.next_obs[idx], self.actions[idx] = obs, next_obs, action
         self.rewards[idx], self.terminations[idx] = reward, termination
+        self.noise[idx] = self.noise_rng.random(n, dtype=np.float32)
         self.full = self.full or self.pos + n >= self.capacity
         self.pos = (self.pos + n) % self.capacity
         if self.goal_dim:
@@ -273,6 +284,7 @@ class ReplayBuffer:
             as_tensor(next_obs),
             as_tensor(rewards),
             as_tensor(self.terminations[idx]),
+            as_tensor(self.noise[idx]),
         )
 
 
@@ -367,6 +379,12 @@ def heldout_error(model, obs, actions, next_obs):
 
 
 @torch.no_grad()
+def transition_errors(model, obs, actions, next_obs):
+    """Each transition's squared error of the model's mean prediction, averaged over observation dimensions."""
+    return ((model(obs, actions)[0] - (next_obs - obs)) ** 2).mean(-1)
+
+
+@torch.no_grad()
 def soft_update(targets, params, tau):
     """Each target tensor <- tau * its parameter + (1 - tau) * itself, in three foreach calls (a Python loop
     over the tensors costs more than the arithmetic); bitwise the loop's in float32, float64 and bfloat16."""
@@ -449,7 +467,7 @@ if __name__ == "__main__":
 
         goals = inner_wrapper(envs.envs[0], FlatGoalObs)  # a goal-conditioned env: HER's relabelling (--her)
         goal_dim = goals.goal_dim if goals and args.her else 0
-        rb = ReplayBuffer(min(args.buffer_size, args.total_timesteps), obs_dim, action_dim, goal_dim)
+        rb = ReplayBuffer(min(args.buffer_size, args.total_timesteps), obs_dim, action_dim, goal_dim, args.seed)
         fm = ForwardModel(
             obs_dim, action_dim, args.fm_hidden_size, args.fm_layers, args.fm_activation, args.fm_gaussian
         )
@@ -546,7 +564,13 @@ if __name__ == "__main__":
 
             # ALGO LOGIC: training.
             if global_step > args.learning_starts:
-                b_obs, b_actions, b_next_obs, b_rewards, b_terminations = rb.sample(args.batch_size, device, her)
+                b_obs, b_actions, b_next_obs, b_rewards, b_terminations, b_noise = rb.sample(
+                    args.batch_size, device, her
+                )
+                if args.int_coef:  # POI LOGIC: each transition's interest, over the batch's mean, as a reward
+                    poi = b_noise if args.interest == "noise" else transition_errors(fm, b_obs, b_actions, b_next_obs)
+                    int_rewards = poi / (poi.mean() + 1e-12)
+                    b_rewards = b_rewards + args.int_coef * int_rewards
                 with torch.no_grad():
                     next_state_actions, next_state_log_pi, _ = actor.get_action(b_next_obs)
                     qf1_next_target = qf1_target(b_next_obs, next_state_actions)
@@ -626,6 +650,10 @@ if __name__ == "__main__":
                         writer.add_scalar("losses/alpha_loss", alpha_loss.item(), global_step)
                     if global_step >= args.learning_starts + args.policy_frequency:
                         writer.add_scalar("losses/actor_loss", actor_loss.item(), global_step)
+                    if args.int_coef:  # the last batch's
+                        writer.add_scalar("poi/mean", poi.mean().item(), global_step)
+                        writer.add_scalar("poi/max", poi.max().item(), global_step)
+                        writer.add_scalar("poi/intrinsic_reward_max", int_rewards.max().item(), global_step)
                 writer.add_scalar("charts/SPS", int(sps), global_step)
                 writer.add_scalar("charts/phase", phase, global_step)
                 mean_return = np.mean(episode_returns) if episode_returns else float("nan")

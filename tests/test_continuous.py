@@ -75,6 +75,31 @@ def test_replay_buffer_wraps_and_transition_set_holds_out_a_fraction():
     assert [s for s in range(1, 3001) if sac.retrain_due(s, 1000)] == [1000, 2000, 3000]
 
 
+def test_sac_interest_values_the_model_error_and_a_noise_fixed_per_transition():
+    """The error interest against a hand-worked linear model (delta = 2 * action, so a transition whose observation
+    moved by d for action a is off by d - 2a in each dimension); the noise interest is a uniform draw per stored
+    transition, the same each time it is sampled, from the buffer's own generator (seeded apart from numpy's)."""
+    model = sac.ForwardModel(obs_dim=2, action_dim=1, layers=0)
+    with torch.no_grad():
+        model.mean.weight.copy_(torch.tensor([[0.0, 0.0, 2.0], [0.0, 0.0, 2.0]]))
+        model.mean.bias.zero_()
+    obs, actions = torch.tensor([[1.0, 1.0], [0.0, 3.0]]), torch.tensor([[0.5], [1.0]])
+    next_obs = torch.tensor([[2.0, 3.0], [2.0, 3.0]])  # moved by (1, 2) and (2, 0): off by (0, 1) and (0, -2)
+    assert torch.allclose(sac.transition_errors(model, obs, actions, next_obs), torch.tensor([0.5, 2.0]))
+    buffers = [sac.ReplayBuffer(capacity=50, obs_dim=1, action_dim=1, seed=seed) for seed in (3, 3, 4)]
+    for buffer in buffers:
+        for i in range(80):  # wraps: the last 50 stay
+            buffer.add(np.array([[i]]), np.array([[i]]), np.zeros((1, 1)), np.zeros(1), np.zeros(1))
+    np.random.seed(0)
+    draws = {}
+    for _ in range(5):
+        obs, *_, noise = buffers[0].sample(64, "cpu")
+        for n, value in zip(obs[:, 0].tolist(), noise.tolist()):
+            assert draws.setdefault(n, value) == value
+    assert 0 <= min(draws.values()) and max(draws.values()) < 1 and len(draws) > 40
+    assert np.array_equal(buffers[0].noise, buffers[1].noise) and not np.array_equal(buffers[0].noise, buffers[2].noise)
+
+
 def test_transition_set_window_keeps_the_last_transitions_of_each_part():
     """--fm-window: the parts among the last `window` transitions added, against a plain filter of the numbered rows;
     a window larger than the data, or none, gives all of it."""
@@ -110,7 +135,7 @@ def test_her_relabels_with_goals_achieved_later_in_the_same_episode():
         ends[episode] = number
     np.random.seed(0)
     reward = lambda achieved, goal, info: -np.abs(achieved - goal).sum(-1)  # noqa: E731
-    obs, _, next_obs, rewards, _ = (x.numpy() for x in buffer.sample(4000, "cpu", her=(4, reward)))
+    obs, _, next_obs, rewards, _, _ = (x.numpy() for x in buffer.sample(4000, "cpu", her=(4, reward)))
     relabelled = obs[:, 1] != -1
     assert abs(relabelled.mean() - 0.8) < 0.03 and np.all(rewards[~relabelled] == 7.0)
     assert set(obs[:, 0].astype(int)) == set(range(number - 20, number))  # the last 20 transitions only
@@ -319,6 +344,25 @@ SAC_SMALL = [
     "--batch-size",
     "64",
 ]
+
+
+def test_sac_intrinsic_reward_reaches_the_critics_only_with_a_weight(tmp_path):
+    """--int-coef 0 trains the same run whatever --interest says (no poi/ logged); with a weight, the error and the
+    noise interests each train another run, and the logged batch values are the model's errors (positive) or the
+    uniform draws (mean about 0.5)."""
+    small = [*SAC_SMALL, "--eval-steps", "64"]
+    arms = {"none": ["--interest", "noise"], "error": ["--int-coef", "1"], "noise": ["--int-coef", "1", "--interest",
+            "noise"], "plain": []}  # fmt: skip
+    scalars = {}
+    for name, flags in arms.items():
+        (tmp_path / name).mkdir()
+        run(tmp_path / name, *small, *flags, script="algos/sac_forward_model.py")
+        scalars[name] = read_scalars(only_run_dir(tmp_path / name))
+    training = lambda s: {k: v for k, v in s.items() if k.startswith(("losses/", "fm/"))}  # noqa: E731
+    assert training(scalars["none"]) == training(scalars["plain"]) and "poi/mean" not in scalars["none"]
+    for name in ("error", "noise"):
+        assert scalars[name]["losses/qf1_values"] != scalars["plain"]["losses/qf1_values"]
+    assert scalars["error"]["poi/mean"][0][1] > 0 and abs(scalars["noise"]["poi/mean"][0][1] - 0.5) < 0.15
 
 
 @pytest.mark.slow
