@@ -629,7 +629,7 @@ if __name__ == "__main__":
                     fm_train_loss = train_forward_model(
                         fm, fm_optimizer, *train_part, args.fm_epochs, args.fm_batch_size
                     )
-                    writer.add_scalar("fm/train_loss", fm_train_loss, global_step)
+                    writer.add_scalar("external_model/train_loss", fm_train_loss, global_step)
                     writer.add_scalar("fm/eval_loss", eval_forward_model(fm, *eval_part), global_step)
                     for suffix, data in zip(("", "_changed"), heldout):
                         if data is not None:

@@ -381,7 +381,7 @@ def test_sac_runs_and_retrains_the_forward_model_every_n_steps(tmp_path, env_id)
     )
     run_dir = only_run_dir(tmp_path)
     scalars = read_scalars(run_dir)
-    assert [s for s, _ in scalars["fm/train_loss"]] == [200, 400, 600]
+    assert [s for s, _ in scalars["external_model/train_loss"]] == [200, 400, 600]
     assert [s for s, _ in scalars["fm/eval_loss"]] == [200, 400, 600]
     assert [s for s, _ in scalars["external_model/eval_loss"]] == [200, 400, 600]  # the random policy's transitions
     assert {"losses/qf_loss", "losses/actor_loss", "losses/alpha", "charts/SPS"} <= set(scalars)
