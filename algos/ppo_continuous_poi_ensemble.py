@@ -21,7 +21,7 @@ from common.console import say
 from common.heldout import continuous_heldout_tensors
 from common.runs import Run, RunArgs, check_finite, parse_args, progress_line
 from envs import true_next_obs
-from envs.continuous import check_continuous_env, fill_in_phases, make_continuous_env
+from envs.continuous import changed_region_share, check_continuous_env, fill_in_phases, make_continuous_env
 
 
 @dataclass
@@ -634,6 +634,9 @@ if __name__ == "__main__":
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", int(sps), global_step)
             writer.add_scalar("charts/phase", phase, global_step)
+            share = changed_region_share(envs)  # where the agent went since the last log: the region the change acts on
+            if share is not None:
+                writer.add_scalar("external_model/rollout_changed_share", share, global_step)
             writer.add_scalar("losses/int_value_loss", int_v_loss.item(), global_step)
             writer.add_scalar("poi/mean", poi.mean().item(), global_step)
             writer.add_scalar("poi/max", poi.max().item(), global_step)

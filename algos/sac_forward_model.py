@@ -22,7 +22,14 @@ from common.console import say
 from common.heldout import continuous_heldout_tensors
 from common.runs import Run, RunArgs, check_finite, parse_args, progress_line
 from envs import true_next_obs
-from envs.continuous import FlatGoalObs, check_continuous_env, fill_in_phases, inner_wrapper, make_continuous_env
+from envs.continuous import (
+    FlatGoalObs,
+    changed_region_share,
+    check_continuous_env,
+    fill_in_phases,
+    inner_wrapper,
+    make_continuous_env,
+)
 
 
 @dataclass
@@ -656,6 +663,11 @@ if __name__ == "__main__":
                         writer.add_scalar("poi/intrinsic_reward_max", int_rewards.max().item(), global_step)
                 writer.add_scalar("charts/SPS", int(sps), global_step)
                 writer.add_scalar("charts/phase", phase, global_step)
+                share = changed_region_share(
+                    envs
+                )  # where the agent went since the last log: the region the change acts on
+                if share is not None:
+                    writer.add_scalar("external_model/rollout_changed_share", share, global_step)
                 mean_return = np.mean(episode_returns) if episode_returns else float("nan")
                 say(progress_line(global_step, args.total_timesteps, sps, mean_return, fm_train_loss))
                 episode_returns = []

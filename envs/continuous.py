@@ -93,13 +93,15 @@ class MotorChange(gym.Wrapper):
     ones as they are). The agent sees the change only through the transitions (and the task's reward, where it
     charges for the force that acts). `set_phase(k)` takes effect at the next reset, as ColorDoorKey's colour
     change does; `changed(obs, actions)` marks the transitions the odd phases alter (their outcomes differ, except
-    where the task's own limits clip both alike: Pendulum's speed cap)."""
+    where the task's own limits clip both alike: Pendulum's speed cap). It counts the steps taken and those taken
+    in that region, whatever the phase (`take_counts`: where the agent goes)."""
 
     def __init__(self, env: gym.Env, joint: int, gain: float, obs_index: int, below: float):
         super().__init__(env)
         self.joint, self.gain, self.obs_index, self.below = joint, gain, obs_index, below
         self.phase = self.next_phase = 0
         self.last_obs = None
+        self.steps = self.region_steps = 0  # since the last take_counts
 
     def set_phase(self, phase: int) -> None:
         self.next_phase = phase
@@ -108,13 +110,20 @@ class MotorChange(gym.Wrapper):
         """Per transition (`obs` and `actions` with a leading batch dimension), whether the odd phases alter its force."""
         return (np.asarray(obs)[..., self.obs_index] < self.below) & (np.asarray(actions)[..., self.joint] > 0)
 
+    def take_counts(self) -> tuple[int, int]:
+        """The steps taken in the changed region and all steps taken since the last call; both restart."""
+        counts, self.steps, self.region_steps = (self.region_steps, self.steps), 0, 0
+        return counts
+
     def reset(self, **kwargs):
         self.phase = self.next_phase
         self.last_obs, info = self.env.reset(**kwargs)
         return self.last_obs, info
 
     def step(self, action):
-        if self.phase % 2 and self.changed(self.last_obs, action):
+        in_region = bool(self.changed(self.last_obs, action))
+        self.steps, self.region_steps = self.steps + 1, self.region_steps + in_region
+        if self.phase % 2 and in_region:
             action = np.array(action, dtype=np.float32)
             action[self.joint] *= self.gain
         self.last_obs, reward, terminated, truncated, info = self.env.step(action)
@@ -156,6 +165,14 @@ def inner_wrapper(env: gym.Env, kind: type) -> gym.Wrapper | None:
 def motor_change(env: gym.Env) -> MotorChange | None:
     """The MotorChange wrapper inside `env`, None if it has none."""
     return inner_wrapper(env, MotorChange)
+
+
+def changed_region_share(envs) -> float | None:
+    """The share of a SyncVectorEnv's steps since the last call (over all its envs) taken in the region its change
+    acts on, whatever the phase; None for an env without a change (or no step taken)."""
+    counts = [motor.take_counts() for motor in map(motor_change, envs.envs) if motor is not None]
+    steps = sum(total for _, total in counts)
+    return sum(region for region, _ in counts) / steps if steps else None
 
 
 def fill_in_phases(args) -> None:

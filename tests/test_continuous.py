@@ -10,7 +10,7 @@ from algos import ppo_continuous_poi_ensemble as cppo
 from algos import sac_forward_model as sac
 from common.tb import read_scalars
 from common.heldout import continuous_heldout_set
-from envs.continuous import fill_in_phases, make_continuous_env, motor_change
+from envs.continuous import changed_region_share, fill_in_phases, make_continuous_env, motor_change
 from tests.reference import by_reference, reference
 from tests.test_smoke import only_run_dir, run
 
@@ -272,6 +272,29 @@ def test_the_motor_weakens_where_marked_and_only_from_the_next_reset():
     assert 0.15 < np.mean([motor.changed(o[None], np.array([[t]]))[0] for o, t, *_ in outcomes[1]]) < 0.35
 
 
+def test_the_changed_region_share_counts_where_the_agent_went_in_every_phase():
+    """changed_region_share over a vector env against a plain count of the hand-placed states: steps below the
+    horizontal with a positive torque, in phase 0 as in phase 1, each count taken once."""
+    envs = gym.vector.SyncVectorEnv([lambda: make_continuous_env("PendulumMotorChange-v1")] * 2)
+    envs.reset(seed=0)
+    rng = np.random.default_rng(1)
+    assert changed_region_share(envs) is None  # no step yet
+    for phase in (0, 1):
+        envs.call("set_phase", phase)
+        envs.reset(seed=phase)
+        expected = 0
+        for _ in range(30):
+            angles, torques = rng.uniform(-np.pi, np.pi, 2), rng.uniform(-2, 2, (2, 1)).astype(np.float32)
+            for env, angle in zip(envs.envs, angles):
+                motor = motor_change(env)
+                env.unwrapped.state = np.array([angle, 0.0])
+                motor.last_obs = np.array([np.cos(angle), np.sin(angle), 0.0], dtype=np.float32)
+            expected += int(np.sum((np.cos(angles) < 0) & (torques[:, 0] > 0)))
+            envs.step(torques)
+        assert changed_region_share(envs) == expected / 60 and 0 < expected < 60
+    assert changed_region_share(gym.vector.SyncVectorEnv([lambda: make_continuous_env("Pendulum-v1")])) is None
+
+
 def test_continuous_heldout_sets_are_fixed_per_phase_and_hold_the_changed_transitions():
     full, changed = continuous_heldout_set("PendulumMotorChange-v1", 1, 1000, 80)
     again, _ = continuous_heldout_set("PendulumMotorChange-v1", 1, 1000, 80)
@@ -516,6 +539,8 @@ def test_a_world_that_changes_and_its_evaluation_which_never_changes_training(tm
         assert [s for s, _ in other_scalars["external_model/eval_loss"]] == [768]
     for tag in ("external_model/eval_loss", "external_model/eval_loss_changed"):
         assert all(np.isfinite(v) and v > 0 for _, v in reference_scalars[tag])
+    shares = reference_scalars["external_model/rollout_changed_share"]  # where the agent went, at each log
+    assert [s for s, _ in shares] == [s for s, _ in phases] and all(0 < v < 1 for _, v in shares)
     assert reference_scalars["external_model/eval_loss"] != other_scalars["external_model/eval_loss"]
     training = [{k: v for k, v in s.items() if k.startswith(TRAINING)} for s in (reference_scalars, other_scalars)]
     assert len(training[0]) >= 4 and training[0] == training[1]
