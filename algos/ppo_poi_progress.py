@@ -94,6 +94,9 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     """if toggled, the model predicts a mean and a log-std and is trained by Gaussian NLL (else MSE)"""
     model_nll_beta: float = 0.5
     """beta-NLL (Seitzer et al. 2022): each dimension's NLL weighted by a detached std^(2*beta); 0 = plain NLL"""
+    model_faithful: bool = False
+    """with --model-gaussian: the mean learns by MSE alone, the log-std head by the plain NLL of the detached mean from
+    detached features (Stirn et al. 2023): the mean is an MSE model's; --model-nll-beta unused"""
     model_hidden_sizes: tuple[int, ...] = (256, 256)
     """hidden layer sizes of the external model (EMMA's: 300 100 300 for `forward`, 100 10 for info targets)"""
     model_dropout: float = 0.1
@@ -201,6 +204,8 @@ def fill_in_defaults(args: Args) -> None:
     if args.interest == "excess" and not args.model_gaussian:
         raise ValueError("--interest excess needs --model-gaussian (the variance it subtracts is the model's)")
     fill_in_env_defaults(args)
+    if args.model_faithful and not args.model_gaussian:
+        raise ValueError("--model-faithful needs --model-gaussian (it says how a Gaussian model learns)")
     args.bf16 = resolve_bf16(args.bf16, args.cuda)
 
 
@@ -267,17 +272,31 @@ class ExternalModel(nn.Module):
     `target="forward"`: learns `next_obs - obs`; `predict` returns `obs + delta`.
     Otherwise it regresses one info value of the observation (`key_distance`, `agent_dir`).
     Deterministic (MSE) or Gaussian (mean and clamped log-std heads, beta-NLL: plain NLL
-    shrinks the std of easy dimensions and then barely moves the mean of the hard ones).
+    shrinks the std of easy dimensions and then barely moves the mean of the hard ones;
+    `faithful`: the mean learns as an MSE model's, the log-std head beside it without moving it).
     """
 
     LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
-    def __init__(self, obs_dim, num_actions, target, hidden_sizes, dropout, gaussian=False, nll_beta=0.5, columns=None):
+    def __init__(
+        self,
+        obs_dim,
+        num_actions,
+        target,
+        hidden_sizes,
+        dropout,
+        gaussian=False,
+        nll_beta=0.5,
+        faithful=False,
+        columns=None,
+    ):
         super().__init__()
         columns = None if columns is None else [int(c) for c in columns]
+        # what load() needs
         self.config = dict(obs_dim=obs_dim, num_actions=num_actions, target=target, hidden_sizes=tuple(hidden_sizes))
-        self.config.update(dropout=dropout, gaussian=gaussian, nll_beta=nll_beta, columns=columns)  # what load() needs
+        self.config.update(dropout=dropout, gaussian=gaussian, nll_beta=nll_beta, faithful=faithful, columns=columns)
         self.num_actions, self.target, self.nll_beta = num_actions, target, nll_beta
+        self.faithful = faithful  # the log-std learns from detached features: see loss
         self.register_buffer("columns", None if columns is None else torch.tensor(columns))  # see keep_columns
         in_dim = obs_dim + (num_actions if target == "forward" else 0)
         out_dim = obs_dim if target == "forward" else 1
@@ -303,7 +322,7 @@ class ExternalModel(nn.Module):
         h = self.body(self.inputs(obs, actions))
         if self.log_std is None:
             return self.mean(h), None
-        return self.mean(h), self.log_std(h).clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
+        return self.mean(h), self.log_std(h.detach() if self.faithful else h).clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
 
     def per_sample_loss(self, obs, actions, targets):
         """MSE, or Gaussian beta-NLL without its constant, averaged over output dimensions."""
@@ -313,6 +332,10 @@ class ExternalModel(nn.Module):
         """`per_sample_loss` of given predictions."""
         if log_std is None:
             return ((mean - targets) ** 2).mean(-1)
+        if self.faithful:  # the value: the plain NLL; the gradients: MSE's for the mean, the NLL's for the log-std
+            squared_error = (mean - targets) ** 2
+            nll = 0.5 * ((targets - mean.detach()) / log_std.exp()) ** 2 + log_std
+            return (nll + squared_error - squared_error.detach()).mean(-1)
         nll = 0.5 * ((targets - mean) / log_std.exp()) ** 2 + log_std
         return ((2 * self.nll_beta * log_std).exp().detach() * nll).mean(-1)
 
@@ -579,6 +602,7 @@ if __name__ == "__main__":
             dropout=args.model_dropout,
             gaussian=args.model_gaussian,
             nll_beta=args.model_nll_beta,
+            faithful=args.model_faithful,
             columns=columns,
         ).to(device)
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)

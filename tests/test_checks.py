@@ -35,6 +35,7 @@ BAD = [
     ({"target_kl": 0.0}, "--target-kl"),
     ({"eval_changed_min": -1}, "--eval-changed-min must be a finite number in [0, inf), got -1"),
     ({"correct_key_colors": ("green", "purple")}, "correct key colour 'green' is not among the keys ('red', 'blue')"),
+    ({"model_faithful": True}, "--model-faithful needs --model-gaussian"),
 ]
 
 
