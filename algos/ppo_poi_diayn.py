@@ -389,7 +389,7 @@ class ExternalModel(nn.Module):
         if self.faithful:  # the value: the plain NLL; the gradients: MSE's for the mean, the NLL's for the log-std
             squared_error = (mean - targets) ** 2
             nll = 0.5 * ((targets - mean.detach()) / log_std.exp()) ** 2 + log_std
-            return (nll + squared_error - squared_error.detach()).mean(-1)
+            return (nll + (squared_error - squared_error.detach())).mean(-1)
         nll = 0.5 * ((targets - mean) / log_std.exp()) ** 2 + log_std
         return ((2 * self.nll_beta * log_std).exp().detach() * nll).mean(-1)
 

@@ -201,7 +201,7 @@ def heldout_tensors(model, data, target, model_targets, device):
 def heldout_losses(model, obs, actions, inverse, targets) -> tuple[float, float | None]:
     """Over a held-out set's transitions, in one pass: the mean squared error of the model's mean prediction,
     whatever it trains on (so that an MSE model and a Gaussian one are measured alike), and a Gaussian model's
-    own loss (beta-NLL), None for an MSE model. Dropout off (the model is left in eval mode), each distinct
+    own loss (beta-NLL; the plain NLL with --model-faithful), None for an MSE model. Dropout off (the model is left in eval mode), each distinct
     input computed once; an ensemble's member dimension, leading, is averaged too."""
     model.eval()
     mean, log_std = model(obs, actions)
@@ -217,7 +217,7 @@ class HeldoutEval:
     and returns the whole one, for a file's own statistics on it; `log(writer, step, obs,
     actions)` writes `external_model/eval_loss` (the squared error of the mean prediction) and, where
     the colour change alters some targets, `external_model/eval_loss_changed` and the rollout's (`obs`,
-    `actions`) `external_model/rollout_changed_share`; a Gaussian model's beta-NLL on the sets too, as
+    `actions`) `external_model/rollout_changed_share`; a Gaussian model's own loss on the sets too, as
     `external_model/eval_nll` and `eval_nll_changed`. It draws nothing from any random generator."""
 
     def __init__(
