@@ -201,8 +201,9 @@ def heldout_tensors(model, data, target, model_targets, device):
 def heldout_losses(model, obs, actions, inverse, targets) -> tuple[float, float | None]:
     """Over a held-out set's transitions, in one pass: the mean squared error of the model's mean prediction,
     whatever it trains on (so that an MSE model and a Gaussian one are measured alike), and a Gaussian model's
-    own loss (beta-NLL; the plain NLL with --model-faithful), None for an MSE model. Dropout off (the model is left in eval mode), each distinct
-    input computed once; an ensemble's member dimension, leading, is averaged too."""
+    own loss (beta-NLL; the plain NLL with --model-faithful), None for an MSE model. Dropout off (the model is
+    left in eval mode), each distinct input computed once; an ensemble's member dimension, leading, is averaged
+    too."""
     model.eval()
     mean, log_std = model(obs, actions)
     mean = mean[..., inverse, :]

@@ -8,17 +8,7 @@ import importlib
 import pytest
 import torch
 
-DISCRETE = [
-    "ppo",
-    "ppo_poi_replay",
-    "ppo_poi_disagreement",
-    "ppo_poi_ensemble",
-    "ppo_poi_grad",
-    "ppo_poi_progress",
-    "ppo_poi_diayn",
-    "ppo_poi_emb",
-    "ppo_poi_policy",
-]
+from tests.test_checks import DISCRETE  # the nine discrete files
 
 
 def build(module, target, **kwargs):
