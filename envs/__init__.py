@@ -51,7 +51,8 @@ __all__ = [
 COLOR_DOOR_KEY_SIZES = (6, 8, 16)
 VARIANTS = {  # short name: ColorDoorKeyEnv's arguments
     **{f"ColorDoorKey-{s}x{s}": {"size": s} for s in COLOR_DOOR_KEY_SIZES},
-    # the keys in the top two rows: rows 6-7 see them only facing up (docs/environments.md)
+    # the keys in the top two rows: the bottom rows see them only facing up (docs/environments.md)
+    "ColorDoorKeyBand-8x8": {"size": 8, "key_rows": 2},
     "ColorDoorKeyBand-9x9": {"size": 9, "key_rows": 2},
 }
 SHORT_NAMES = {"ColorDoorKey": "ColorDoorKey-8x8-v0"} | {name: f"{name}-v0" for name in VARIANTS}

@@ -44,12 +44,18 @@ def assert_same_step(ref_out, out):
 
 @pytest.mark.parametrize(
     "size, num_envs, max_steps, steps, key_rows",
-    [(6, 16, 12, 1500, None), (8, 16, 20, 1500, None), (16, 8, 30, 1000, None), (9, 16, 16, 1000, 2)],
+    [
+        (6, 16, 12, 1500, None),
+        (8, 16, 20, 1500, None),
+        (16, 8, 30, 1000, None),
+        (8, 16, 16, 1000, 2),
+        (9, 16, 16, 1000, 2),
+    ],
 )
 def test_random_episodes_match_minigrid(size, num_envs, max_steps, steps, key_rows):
-    """Short step limits end episodes often: thousands of episodes, each a fresh layout (the last:
-    ColorDoorKeyBand-9x9, its keys drawn from the top rows)."""
-    env_id = None if key_rows is None else "ColorDoorKeyBand-9x9-v0"
+    """Short step limits end episodes often: thousands of episodes, each a fresh layout (the last
+    two: ColorDoorKeyBand-8x8 and -9x9, their keys drawn from the top rows)."""
+    env_id = None if key_rows is None else f"ColorDoorKeyBand-{size}x{size}-v0"
     ref, batched = (
         minigrid_vector(num_envs, size, env_id, max_steps=max_steps),
         BatchedColorDoorKey(num_envs, size, max_steps=max_steps, key_rows=key_rows),

@@ -160,11 +160,12 @@ def test_keys_lie_in_the_top_key_rows_and_nothing_else_moves(key_rows):
     assert rows == set(range(1, key_rows + 1))
 
 
-def test_the_band_variant_is_registered_and_known():
-    env_id = envs.resolve_env_id("ColorDoorKeyBand-9x9")
-    env = gym.make(env_id).unwrapped
-    assert env.width == 9 and env.key_rows == 2 and envs.is_color_door_key(env_id)
-    assert "ColorDoorKeyBand-9x9" in envs.known_env_names()
+@pytest.mark.parametrize("size", [8, 9])
+def test_the_band_variants_are_registered_and_known(size):
+    name = f"ColorDoorKeyBand-{size}x{size}"
+    env = gym.make(envs.resolve_env_id(name)).unwrapped
+    assert env.width == size and env.key_rows == 2 and envs.is_color_door_key(envs.resolve_env_id(name))
+    assert name in envs.known_env_names()
 
 
 def empty_room(size=9):
