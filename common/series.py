@@ -37,8 +37,15 @@ SERIES_TAGS = (
     "losses/entropy",
     "external_model/rollout_changed_share",
     "charts/episodic_success",  # a goal-conditioned task's (sac_forward_model.py): 0 or 1 per episode
+    "diayn/disc_accuracy_fresh",  # the skill agent's (ppo_poi_diayn.py): how distinct its skills are
+    "diayn/weight",  # and the DIAYN reward's weight in the update (0 while --diayn-after-return holds it back)
 )
-ROUNDED = ("losses/entropy", "external_model/rollout_changed_share")  # kept to 4 significant digits
+ROUNDED = (  # kept to 4 significant digits
+    "losses/entropy",
+    "external_model/rollout_changed_share",
+    "diayn/disc_accuracy_fresh",
+    "diayn/weight",
+)
 BIN = 2000  # global steps per bin of episodes: a window is cut to the whole bins inside it (window_mean)
 LAST_EPISODES, SOLVED = 100, 0.8
 
@@ -89,8 +96,8 @@ def episode_summary(scalars: dict) -> list[dict]:
 
 def encode(scalars: dict) -> dict:
     """The tags of `SERIES_TAGS` as [steps, values]: the losses exact (the shortest text of each float32),
-    the entropy and the share of a rollout the change alters to 4 significant digits, the phase only where
-    it changes."""
+    those of `ROUNDED` (the entropy, the share of a rollout the change alters, the skills' accuracy and
+    weight) to 4 significant digits, the phase only where it changes."""
     tags = {}
     for tag in SERIES_TAGS:
         points = scalars.get(tag, [])
