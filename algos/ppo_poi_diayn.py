@@ -823,7 +823,7 @@ if __name__ == "__main__":
                 lrnow = frac * args.learning_rate
                 optimizer.param_groups[0]["lr"] = lrnow
 
-            iteration_returns = []
+            iteration_returns, skill_env_returns = [], []
             skill_starts = torch.zeros(args.num_skills)
             for step in range(0, args.num_steps):
                 global_step += args.num_envs
@@ -889,6 +889,8 @@ if __name__ == "__main__":
                         writer.add_scalar("charts/episodic_length", episode["l"][i], global_step)
                         iteration_returns.append(float(episode["r"][i]))
                         recent_returns.append(float(episode["r"][i]))
+                        if i < args.skill_envs:  # the skill-conditioned agent's own task return
+                            skill_env_returns.append(float(episode["r"][i]))
             # live: the skills count while the task is done, and give way to it when it is not
             full = len(recent_returns) == recent_returns.maxlen
             diayn_on = (
@@ -1092,6 +1094,8 @@ if __name__ == "__main__":
             writer.add_scalar("poi/max", poi.max().item(), global_step)
             writer.add_scalar("diayn/reward_mean", diayn_reward.reshape(-1)[b_skill_rows].mean().item(), global_step)
             writer.add_scalar("diayn/weight", diayn_weight, global_step)
+            if skill_env_returns:
+                writer.add_scalar("diayn/skill_env_return", np.mean(skill_env_returns), global_step)
             writer.add_scalar("diayn/disc_loss", disc_loss, global_step)
             writer.add_scalar("diayn/disc_accuracy", disc_correct.float().mean().item(), global_step)
             fresh_with_skills = fresh.reshape(-1)[b_skill_rows]

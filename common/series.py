@@ -39,12 +39,15 @@ SERIES_TAGS = (
     "charts/episodic_success",  # a goal-conditioned task's (sac_forward_model.py): 0 or 1 per episode
     "diayn/disc_accuracy_fresh",  # the skill agent's (ppo_poi_diayn.py): how distinct its skills are
     "diayn/weight",  # and the DIAYN reward's weight in the update (0 while --diayn-after-return holds it back)
+    "diayn/skill_env_return",  # and the mean return of a rollout's episodes in the envs with skills
 )
+SERIES_PREFIXES = ("skills/prob_",)  # and every tag that starts so: the DIAYN file's skill distribution
 ROUNDED = (  # kept to 4 significant digits
     "losses/entropy",
     "external_model/rollout_changed_share",
     "diayn/disc_accuracy_fresh",
     "diayn/weight",
+    "diayn/skill_env_return",
 )
 BIN = 2000  # global steps per bin of episodes: a window is cut to the whole bins inside it (window_mean)
 LAST_EPISODES, SOLVED = 100, 0.8
@@ -95,15 +98,17 @@ def episode_summary(scalars: dict) -> list[dict]:
 
 
 def encode(scalars: dict) -> dict:
-    """The tags of `SERIES_TAGS` as [steps, values]: the losses exact (the shortest text of each float32),
-    those of `ROUNDED` (the entropy, the share of a rollout the change alters, the skills' accuracy and
-    weight) to 4 significant digits, the phase only where it changes."""
+    """The tags of `SERIES_TAGS`, and those starting with one of `SERIES_PREFIXES`, as [steps, values]: the
+    losses exact (the shortest text of each float32), those of `ROUNDED` (the entropy, the share of a
+    rollout the change alters, the skills' accuracy, weight, return and probabilities) to 4 significant
+    digits, the phase only where it changes."""
     tags = {}
-    for tag in SERIES_TAGS:
+    for tag in (*SERIES_TAGS, *sorted(tag for tag in scalars if tag.startswith(SERIES_PREFIXES))):
         points = scalars.get(tag, [])
         if tag == "charts/phase":
             points = [(s, v) for i, (s, v) in enumerate(points) if i == 0 or v != points[i - 1][1]]
-        text = (lambda v: float(f"{v:.4g}")) if tag in ROUNDED else (lambda v: float(str(np.float32(v))))
+        rounded = tag in ROUNDED or tag.startswith(SERIES_PREFIXES)
+        text = (lambda v: float(f"{v:.4g}")) if rounded else (lambda v: float(str(np.float32(v))))
         if tag in scalars:
             tags[tag] = [[s for s, _ in points], [text(v) for _, v in points]]
     return tags

@@ -236,15 +236,16 @@ def test_the_analysis_refuses_a_frontier_without_its_runs_or_a_baseline(tmp_path
 
 def test_the_series_keeps_each_kept_tag_and_rounds_only_the_shares():
     """Every tag of SERIES_TAGS a run logs comes back from the series at its steps: the losses exactly (as float32),
-    the entropy, the rollouts' changed share and the skills' accuracy and weight to 4 significant digits; a tag it
-    does not log stays absent."""
+    the entropy, the rollouts' changed share and the skills' accuracy, weight, return and probabilities (every
+    `skills/prob_<k>`) to 4 significant digits; a tag it does not log stays absent, one not kept is left out."""
     from common.series import SERIES_TAGS, decode, encode
 
     logged = {tag: [(2048, 0.123456789), (4096, 1 / 3)] for tag in SERIES_TAGS if tag != "charts/phase"}
-    back = decode(encode(logged))
+    logged |= {f"skills/prob_{k}": [(2048, 0.123456789), (4096, 1 / 3)] for k in range(3)}  # kept by prefix
+    back = decode(encode({**logged, "skills/frequency_0": [(2048, 0.5)], "poi/mean": [(2048, 0.5)]}))
     assert set(back) == set(logged)
     for tag, points in logged.items():
-        rounded = tag in ("losses/entropy", "external_model/rollout_changed_share") or tag.startswith("diayn/")
+        rounded = tag.startswith(("losses/entropy", "external_model/rollout_changed_share", "diayn/", "skills/"))
         want = [(s, float(f"{v:.4g}")) if rounded else (s, float(np.float32(v))) for s, v in points]
         assert [s for s, _ in back[tag]] == [s for s, _ in want]
         assert np.allclose([v for _, v in back[tag]], [v for _, v in want], rtol=1e-6, atol=0)

@@ -387,6 +387,14 @@ def test_the_diayn_gate_holds_the_skills_back_until_the_task_is_done(tmp_path):
     assert policy_losses(gated)[:opened] == policy_losses(never)[:opened]
     assert policy_losses(gated)[opened:] != policy_losses(never)[opened:]
     assert {v for _, v in never["diayn/weight"]} == {0.0}
+    # every env has skills here: the skill envs' return is the mean return of the episodes ended in that rollout
+    bounds = [0, *steps]  # diayn/weight: one point per iteration, at its last global step
+    logged = dict(gated["diayn/skill_env_return"])
+    for low, high in zip(bounds, bounds[1:]):
+        in_rollout = [v for s, v in gated["charts/episodic_return"] if low < s <= high]
+        assert (high in logged) == bool(in_rollout)
+        assert not in_rollout or np.isclose(logged[high], np.mean(in_rollout), rtol=1e-6)
+    assert len(logged) > 10
 
 
 def test_envs_without_skills_see_no_skill_and_follow_the_task_advantage_alone():

@@ -1,0 +1,113 @@
+"""The DIAYN ways probe's choice (PLAN.md), from the committed series and results alone.
+
+    python docs/results/diayn-ways-8x8/choose.py
+
+Per run and phase, over the phase's last 100k steps: the task return (every env's episodes,
+`return_window`), the return in the envs with skills (the mean of `diayn/skill_env_return`), the
+skills' fresh accuracy (`diayn/disc_accuracy_fresh`) and the largest probability of the skill
+distribution (the largest `skills/prob_<k>` of each iteration). A phase is solved when both returns
+are at least 0.8; the skills are distinct when the accuracy is at least 0.25 and at least 0.1 above
+the largest probability (a discriminator that ignores the state and names the likeliest skill scores
+about that probability). A run passes when both phases are solved with distinct skills. A planned run
+missing from the series fails. Prints a markdown table of the runs, then each way's counts and the choice.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from common.series import read  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+WAYS = (
+    "ppo_poi_diayn",
+    "ppo_poi_diayn-diayn-coef-0.25",
+    "ppo_poi_diayn-skill-envs-8",
+    "ppo_poi_diayn-diayn-after-return-0.9",
+)
+SEEDS, WINDOW, SOLVED, CHANCE_BAR, MARGIN = (531, 532, 533), 100_000, 0.8, 0.25, 0.1
+
+
+def window_mean(points: list, end: float) -> float:
+    """The mean of the (step, value) points logged in [end - 100k, end), the phase's last 100k steps (the point
+    at `end` is the next phase's first, as `common.analyze` cuts phases)."""
+    values = [v for s, v in points if end - WINDOW <= s < end]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def largest_probability(scalars: dict, end: float) -> float:
+    """The mean over the window's iterations of the skill distribution's largest probability."""
+    tags = sorted(tag for tag in scalars if tag.startswith("skills/prob_"))
+    if not tags:
+        return float("nan")
+    by_step = np.array([[v for s, v in scalars[tag] if end - WINDOW <= s < end] for tag in tags])
+    return float(by_step.max(0).mean()) if by_step.size else float("nan")
+
+
+def judge(run: dict, scalars: dict) -> dict:
+    phases = []
+    for phase in run["phases"]:
+        end = phase["start"] + phase["length"]
+        skill_return = window_mean(scalars.get("diayn/skill_env_return", []), end)
+        accuracy = window_mean(scalars.get("diayn/disc_accuracy_fresh", []), end)
+        largest = largest_probability(scalars, end)
+        solved = phase["return_window"] >= SOLVED and skill_return >= SOLVED
+        distinct = accuracy >= max(CHANCE_BAR, largest + MARGIN)
+        phases.append(
+            dict(
+                ret=phase["return_window"],
+                skill_ret=skill_return,
+                acc=accuracy,
+                largest=largest,
+                solved=solved,
+                distinct=distinct,
+            )
+        )
+    return dict(phases=phases, passes=all(p["solved"] and p["distinct"] for p in phases))
+
+
+def main() -> None:
+    results = {r["run"]: r for r in json.loads((HERE / "results.json").read_text())["runs"]}
+    judged = {}
+    for rec in read(HERE / "series.jsonl.gz"):
+        if rec["finished"]:
+            judged[rec["method"], rec["seed"]] = judge(results[rec["run"]], rec["scalars"])
+    print(
+        "| way | seed | return (all envs) | return (skill envs) | fresh accuracy | largest skill probability | passes |"
+    )
+    print("|-|-|-|-|-|-|-|")
+    for way in WAYS:
+        for seed in SEEDS:
+            if (way, seed) not in judged:
+                print(f"| {way} | {seed} | missing | | | | no |")
+                continue
+            run = judged[way, seed]
+            cells = [
+                " / ".join(f"{p[key]:.3f}" for p in run["phases"]) for key in ("ret", "skill_ret", "acc", "largest")
+            ]
+            print(f"| {way} | {seed} | {' | '.join(cells)} | {'yes' if run['passes'] else 'no'} |")
+    print()
+    ranks = {}
+    for way in WAYS:
+        runs = [judged.get((way, seed)) for seed in SEEDS]
+        passes = sum(bool(r and r["passes"]) for r in runs)
+        solved = sum(bool(r and all(p["solved"] for p in r["phases"])) for r in runs)
+        accuracy = float(np.median([np.nan_to_num(r["phases"][1]["acc"]) if r else 0.0 for r in runs]))
+        ranks[way] = (passes, solved, accuracy)
+        print(
+            f"{way}: passes {passes}/3, solves both phases {solved}/3, median fresh accuracy after the change {accuracy:.3f}"
+        )
+    chosen = max(WAYS, key=lambda way: ranks[way])
+    verdict = (
+        "the skill study's plan uses it"
+        if ranks[chosen][0] >= 2
+        else "no way passes in 2 of 3: no skill study on these ways"
+    )
+    print(f"chosen: {chosen} ({verdict})")
+
+
+if __name__ == "__main__":
+    main()
