@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from algos import ppo_poi_disagreement as disagreement
+from tests.test_checks import POI
 
 
 def region_data(n, low, high, seed, dim=32, num_actions=3):
@@ -143,15 +144,7 @@ def test_intrinsic_advantages_carry_the_reward_across_episode_ends():
     assert (changed[:3] == 2 * adv[:3]).all()
 
 
-SCALED_FILES = (
-    "ppo_poi_disagreement",
-    "ppo_poi_ensemble",
-    "ppo_poi_grad",
-    "ppo_poi_progress",
-    "ppo_poi_emb",
-    "ppo_poi_policy",
-    "ppo_continuous_poi_ensemble",
-)
+SCALED_FILES = (*POI, "ppo_continuous_poi_ensemble")
 
 
 @pytest.mark.parametrize("name", SCALED_FILES)
@@ -293,14 +286,7 @@ def test_the_interest_gate_and_the_mixing_are_the_same_code_in_every_file():
 
     keys = ("int_weight", "interest_on", "recent_returns", "mb_int_advantages", "int_after_return")
     blocks = {}
-    for name in (
-        "ppo_poi_disagreement",
-        "ppo_poi_ensemble",
-        "ppo_poi_grad",
-        "ppo_poi_progress",
-        "ppo_poi_emb",
-        "ppo_poi_policy",
-    ):
+    for name in POI:
         source = (Path(__file__).resolve().parents[1] / "algos" / f"{name}.py").read_text()
         lines = [line.strip() for line in source.splitlines() if any(key in line for key in keys)]
         checkpointing = ('state["', "=recent_returns,", "=interest_on,")  # lists each file's own values too

@@ -12,6 +12,7 @@ from minigrid.core.constants import STATE_TO_IDX
 from common.heldout import random_policy_transitions
 from envs import BatchedColorDoorKey, ColorDoorKeyEnv, OneHotFlatObs, view_columns
 from envs.views import CHANNEL_OFFSETS
+from tests.test_checks import DISCRETE
 
 CUSTOM = "ColorDoorKey-TestColumns-v0"  # a purple door and three keys: more colours than the registered ids
 if CUSTOM not in gym.registry:
@@ -20,18 +21,6 @@ if CUSTOM not in gym.registry:
         entry_point=ColorDoorKeyEnv,
         kwargs=dict(size=8, door_color="purple", key_colors=("green", "yellow", "blue"), correct_key_color="blue"),
     )
-
-DISCRETE_FILES = [
-    "ppo",
-    "ppo_poi_replay",
-    "ppo_poi_disagreement",
-    "ppo_poi_ensemble",
-    "ppo_poi_grad",
-    "ppo_poi_progress",
-    "ppo_poi_diayn",
-    "ppo_poi_emb",
-    "ppo_poi_policy",
-]
 
 
 def set_columns(obs):
@@ -78,7 +67,7 @@ def agent_outputs(agent, x, actions, name):
     return agent.get_action_and_value(x, actions)[1:]
 
 
-@pytest.mark.parametrize("name", DISCRETE_FILES)
+@pytest.mark.parametrize("name", DISCRETE)
 def test_an_agent_on_the_view_columns_computes_and_learns_what_the_dense_one_does(name):
     module = importlib.import_module(f"algos.{name}")
     columns = view_columns("ColorDoorKey-8x8-v0")
