@@ -6,7 +6,8 @@ the same short run each, and compares every scalar they log (all but `charts/SPS
     python -m common.same_scalars --against main --algos ppo_poi_grad --new-tags-ok    # a change that adds logging
 
 An algorithm is a file name in algos/ optionally followed by its own flags, as in `common.sweep`; `all`
-is every file in algos/. A file the other revision does not have is reported and counts as a
+is every file in algos/. `--extra` replaces the default flags of the short runs (not adds to them), so it
+must name the budget, `--total-timesteps`. A file the other revision does not have is reported and counts as a
 difference. Exit code 0 when every file logs the same tags with the same steps and bitwise-equal
 values, 1 otherwise; the first difference of each file is printed. With `--new-tags-ok` the tags that only
 this checkout logs are listed and left out (a change that adds logging); a tag only the other logs still differs.
@@ -73,7 +74,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--extra",
         default=None,
-        help=f"flags of every run (default: discrete files {DEFAULT_FLAGS!r}, continuous {OWN_FLAGS})",
+        help=f"flags of every run, in place of the defaults (discrete files {DEFAULT_FLAGS!r}, continuous "
+        f"{OWN_FLAGS}), so they must give --total-timesteps",
     )
     parser.add_argument(
         "--new-tags-ok", action="store_true", help="compare the tags both log; list those only this checkout logs"
@@ -83,6 +85,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.extra is not None and "--total-timesteps" not in shlex.split(args.extra):
+        print(
+            "error: --extra replaces the default flags of the runs, so it must give --total-timesteps "
+            "(else each run is the file's full length)",
+            file=sys.stderr,
+        )
+        return 2
     specs = (
         sorted(p.stem for p in (ROOT / "algos").glob("*.py") if p.stem != "__init__")
         if args.algos == ["all"]

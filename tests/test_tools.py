@@ -243,6 +243,9 @@ def test_same_scalars_with_new_tags_ok_compares_the_shared_tags_and_lists_the_ne
     out = capsys.readouterr().out
     assert "ppo_poi_grad: the same (1 tags, 1 points); new here: ['poi/by_action/turn']" in out
     assert "1 of 1 the same as HEAD" in out
+    # --extra replaces the short runs' default flags: without a budget each run would be the file's full length
+    assert same_scalars.main(["--against", "HEAD", "--algos", "ppo", "--extra", "--model-target forward"]) == 2
+    assert "--extra replaces the default flags" in capsys.readouterr().err
 
 
 @pytest.mark.slow
