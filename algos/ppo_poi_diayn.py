@@ -823,7 +823,8 @@ if __name__ == "__main__":
                 lrnow = frac * args.learning_rate
                 optimizer.param_groups[0]["lr"] = lrnow
 
-            iteration_returns, skill_env_returns = [], []
+            iteration_returns = []
+            skill_env_returns = []  # the task returns of the episodes that ended in envs with skills
             skill_starts = torch.zeros(args.num_skills)
             for step in range(0, args.num_steps):
                 global_step += args.num_envs
@@ -1094,6 +1095,7 @@ if __name__ == "__main__":
             writer.add_scalar("poi/max", poi.max().item(), global_step)
             writer.add_scalar("diayn/reward_mean", diayn_reward.reshape(-1)[b_skill_rows].mean().item(), global_step)
             writer.add_scalar("diayn/weight", diayn_weight, global_step)
+            writer.add_scalar("diayn/skill_env_episodes", len(skill_env_returns), global_step)
             if skill_env_returns:
                 writer.add_scalar("diayn/skill_env_return", np.mean(skill_env_returns), global_step)
             writer.add_scalar("diayn/disc_loss", disc_loss, global_step)

@@ -67,6 +67,11 @@ def first_difference(a: dict, b: dict, new_tags_ok: bool = False) -> str | None:
     return None
 
 
+def gives_budget(flags: str) -> bool:
+    """Whether command-line `flags` set --total-timesteps (as `--total-timesteps N` or `--total-timesteps=N`)."""
+    return any(flag == "--total-timesteps" or flag.startswith("--total-timesteps=") for flag in shlex.split(flags))
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", required=True, help="the git revision to compare this checkout with")
@@ -85,18 +90,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.extra is not None and "--total-timesteps" not in shlex.split(args.extra):
-        print(
-            "error: --extra replaces the default flags of the runs, so it must give --total-timesteps "
-            "(else each run is the file's full length)",
-            file=sys.stderr,
-        )
-        return 2
     specs = (
         sorted(p.stem for p in (ROOT / "algos").glob("*.py") if p.stem != "__init__")
         if args.algos == ["all"]
         else args.algos
     )
+    if args.extra is not None and args.extra.strip() and not all(gives_budget(args.extra + " " + s) for s in specs):
+        print(
+            "error: --extra replaces the default flags of the runs, so it (or each algorithm's own flags) must give "
+            "--total-timesteps (else each run is the file's full length)",
+            file=sys.stderr,
+        )
+        return 2
     check = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{args.against}^{{commit}}"], capture_output=True
     )
@@ -107,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         other = export_revision(args.against, Path(tmp) / "other")
         for i, spec in enumerate(specs):
-            flags = args.extra or OWN_FLAGS.get(shlex.split(spec)[0], DEFAULT_FLAGS)
+            flags = (
+                args.extra if args.extra and args.extra.strip() else OWN_FLAGS.get(shlex.split(spec)[0], DEFAULT_FLAGS)
+            )
             try:
                 here = run_scalars(ROOT, spec, flags, Path(tmp) / f"here{i}")
                 there = run_scalars(other, spec, flags, Path(tmp) / f"there{i}")

@@ -5,8 +5,9 @@
     python -m common.analyze docs/results/fair-test-6x6/series.jsonl.gz ...    # the tables, from the repo alone
 
 One JSON line per run (gzip): its name, env, method, seed, whether it finished; every logged point
-of the tags in `SERIES_TAGS` (float32 values, as TensorBoard stores them, so a table re-made from
-the series equals the one made from the event files); and its episodes, which are too many to
+of the tags in `SERIES_TAGS` and of those starting with one of `SERIES_PREFIXES` (the losses as the
+float32 values TensorBoard stores, so a table re-made from the series equals the one made from the
+event files; the tags of `ROUNDED` and the prefixed ones to 4 significant digits); and its episodes, which are too many to
 keep one by one (some 20,000 in an 800k-step 6x6 run), as sums per bin of `BIN` global steps
 (count, return, length) plus, per phase, what only single episodes give: the mean return of its
 last 100 episodes and the step at which that mean first reached 0.8 (`solved_at`); and, of a run that logs
@@ -39,7 +40,8 @@ SERIES_TAGS = (
     "charts/episodic_success",  # a goal-conditioned task's (sac_forward_model.py): 0 or 1 per episode
     "diayn/disc_accuracy_fresh",  # the skill agent's (ppo_poi_diayn.py): how distinct its skills are
     "diayn/weight",  # and the DIAYN reward's weight in the update (0 while --diayn-after-return holds it back)
-    "diayn/skill_env_return",  # and the mean return of a rollout's episodes in the envs with skills
+    "diayn/skill_env_return",  # and the mean return of a rollout's episodes in the envs with skills,
+    "diayn/skill_env_episodes",  # and how many ended there
 )
 SERIES_PREFIXES = ("skills/prob_",)  # and every tag that starts so: the DIAYN file's skill distribution
 ROUNDED = (  # kept to 4 significant digits
@@ -48,6 +50,7 @@ ROUNDED = (  # kept to 4 significant digits
     "diayn/disc_accuracy_fresh",
     "diayn/weight",
     "diayn/skill_env_return",
+    "diayn/skill_env_episodes",
 )
 BIN = 2000  # global steps per bin of episodes: a window is cut to the whole bins inside it (window_mean)
 LAST_EPISODES, SOLVED = 100, 0.8

@@ -234,7 +234,7 @@ def test_the_analysis_refuses_a_frontier_without_its_runs_or_a_baseline(tmp_path
         assert result.returncode == 1 and result.stderr.startswith(message), result.stderr
 
 
-def test_the_series_keeps_each_kept_tag_and_rounds_only_the_shares():
+def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
     """Every tag of SERIES_TAGS a run logs comes back from the series at its steps: the losses exactly (as float32),
     the entropy, the rollouts' changed share and the skills' accuracy, weight, return and probabilities (every
     `skills/prob_<k>`) to 4 significant digits; a tag it does not log stays absent, one not kept is left out."""
@@ -250,3 +250,4 @@ def test_the_series_keeps_each_kept_tag_and_rounds_only_the_shares():
         assert [s for s, _ in back[tag]] == [s for s, _ in want]
         assert np.allclose([v for _, v in back[tag]], [v for _, v in want], rtol=1e-6, atol=0)
     assert {"external_model/rollout_changed_share", "diayn/disc_accuracy_fresh", "diayn/weight"} <= set(SERIES_TAGS)
+    assert {"diayn/skill_env_return", "diayn/skill_env_episodes"} <= set(SERIES_TAGS)  # the DIAYN probe's task

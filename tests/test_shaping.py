@@ -393,6 +393,7 @@ def test_the_diayn_gate_holds_the_skills_back_until_the_task_is_done(tmp_path):
     for low, high in zip(bounds, bounds[1:]):
         in_rollout = [v for s, v in gated["charts/episodic_return"] if low < s <= high]
         assert (high in logged) == bool(in_rollout)
+        assert dict(gated["diayn/skill_env_episodes"])[high] == len(in_rollout)
         assert not in_rollout or np.isclose(logged[high], np.mean(in_rollout), rtol=1e-6)
     assert len(logged) > 10
 
@@ -445,3 +446,5 @@ def test_diayn_with_skills_in_a_share_of_the_envs_runs_and_trains_the_discrimina
     # a share of env 0's 128 steps (of the rollout's 256, ten iterations would give a half at least once, p = 1 - 2^-10)
     correct = np.array([v for _, v in scalars["diayn/disc_accuracy"]]) * 128
     assert len(correct) == 10 and np.allclose(correct, np.round(correct), atol=1e-3)
+    # the skill envs' episodes are env 0's: some of the two envs' episodes, not all (every env: the gate test)
+    assert 0 < sum(v for _, v in scalars["diayn/skill_env_episodes"]) < len(scalars["charts/episodic_return"])

@@ -246,6 +246,13 @@ def test_same_scalars_with_new_tags_ok_compares_the_shared_tags_and_lists_the_ne
     # --extra replaces the short runs' default flags: without a budget each run would be the file's full length
     assert same_scalars.main(["--against", "HEAD", "--algos", "ppo", "--extra", "--model-target forward"]) == 2
     assert "--extra replaces the default flags" in capsys.readouterr().err
+    assert same_scalars.gives_budget("--env X --total-timesteps=2048") and same_scalars.gives_budget(
+        "--total-timesteps 8"
+    )
+    assert not same_scalars.gives_budget("--total-timesteps-x 8 --env X")
+    # a budget in the algorithm's own flags, or an empty --extra (the defaults), is not refused
+    assert same_scalars.main(["--against", "HEAD", "--algos", "ppo --total-timesteps 2048", "--extra", "--env X"]) == 1
+    assert same_scalars.main(["--against", "HEAD", "--algos", "ppo_poi_grad", "--extra", " "]) == 1
 
 
 @pytest.mark.slow

@@ -21,12 +21,16 @@ from envs import resolve_env_id  # noqa: E402
 
 
 def successes(episodes: dict, step_limit: int, start: int, end: int) -> tuple[int, float]:
-    """(episodes, successes) in the bins whose steps lie in [start, end)."""
+    """(episodes, successes) in the bins whose first step lies in [start, end) (a bin holds `BIN` steps: the one
+    the phase changes in goes to the earlier phase)."""
     steps = np.arange(len(episodes["count"])) * episodes["bin"]
     inside = (steps >= start) & (steps < end)
     count = float(np.sum(np.asarray(episodes["count"], float)[inside]))
     returns = float(np.sum(np.asarray(episodes["return"], float)[inside]))
-    lengths = float(np.nansum(np.asarray(episodes["length"], float)[inside]))
+    lengths = np.asarray(episodes["length"], float)[inside]
+    if np.isnan(lengths[np.asarray(episodes["count"])[inside] > 0]).any():
+        raise ValueError("a bin with episodes but no length: the series does not hold what this count needs")
+    lengths = float(np.nansum(lengths))
     return int(count), 10 * (returns - 0.9 * (count * step_limit - lengths) / step_limit)
 
 

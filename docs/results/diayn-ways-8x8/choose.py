@@ -3,13 +3,16 @@
     python docs/results/diayn-ways-8x8/choose.py
 
 Per run and phase, over the phase's last 100k steps: the task return (every env's episodes,
-`return_window`), the return in the envs with skills (the mean of `diayn/skill_env_return`), the
+`return_window`), the return in the envs with skills (the rollouts' `diayn/skill_env_return` weighted by
+their `diayn/skill_env_episodes`, so each episode counts once, as in `return_window`), the
 skills' fresh accuracy (`diayn/disc_accuracy_fresh`) and the largest probability of the skill
 distribution (the largest `skills/prob_<k>` of each iteration). A phase is solved when both returns
 are at least 0.8; the skills are distinct when the accuracy is at least 0.25 and at least 0.1 above
 the largest probability (a discriminator that ignores the state and names the likeliest skill scores
-about that probability). A run passes when both phases are solved with distinct skills. A planned run
-missing from the series fails. Prints a markdown table of the runs, then each way's counts and the choice.
+about that probability; a run without `skills/prob_<k>` in its series fails this). A run passes when
+both phases are solved with distinct skills. A planned run missing from the series fails, and counts
+with accuracy 0 in the median. Prints a markdown table of the runs, then each way's counts and the
+choice (ties after the median accuracy go to the earlier way in `WAYS`, the defaults first).
 """
 
 import json
@@ -38,6 +41,14 @@ def window_mean(points: list, end: float) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
+def episode_weighted_return(scalars: dict, end: float) -> float:
+    """The mean return of the episodes that ended in envs with skills in [end - 100k, end)."""
+    counts = dict(scalars.get("diayn/skill_env_episodes", []))
+    pairs = [(v, counts.get(s, 0)) for s, v in scalars.get("diayn/skill_env_return", []) if end - WINDOW <= s < end]
+    total = sum(n for _, n in pairs)
+    return sum(v * n for v, n in pairs) / total if total else float("nan")
+
+
 def largest_probability(scalars: dict, end: float) -> float:
     """The mean over the window's iterations of the skill distribution's largest probability."""
     tags = sorted(tag for tag in scalars if tag.startswith("skills/prob_"))
@@ -48,14 +59,15 @@ def largest_probability(scalars: dict, end: float) -> float:
 
 
 def judge(run: dict, scalars: dict) -> dict:
+    """A run's readings per phase (its `results.json` entry and its series' scalars) and whether it passes."""
     phases = []
     for phase in run["phases"]:
         end = phase["start"] + phase["length"]
-        skill_return = window_mean(scalars.get("diayn/skill_env_return", []), end)
+        skill_return = episode_weighted_return(scalars, end)
         accuracy = window_mean(scalars.get("diayn/disc_accuracy_fresh", []), end)
         largest = largest_probability(scalars, end)
         solved = phase["return_window"] >= SOLVED and skill_return >= SOLVED
-        distinct = accuracy >= max(CHANCE_BAR, largest + MARGIN)
+        distinct = accuracy >= CHANCE_BAR and accuracy >= largest + MARGIN  # False where either is nan
         phases.append(
             dict(
                 ret=phase["return_window"],
