@@ -51,11 +51,12 @@ def episode_weighted_return(scalars: dict, end: float) -> float:
 
 def largest_probability(scalars: dict, end: float) -> float:
     """The mean over the window's iterations of the skill distribution's largest probability."""
-    tags = sorted(tag for tag in scalars if tag.startswith("skills/prob_"))
-    if not tags:
-        return float("nan")
-    by_step = np.array([[v for s, v in scalars[tag] if end - WINDOW <= s < end] for tag in tags])
-    return float(by_step.max(0).mean()) if by_step.size else float("nan")
+    largest = {}  # step: the largest probability logged at that step
+    for tag in (tag for tag in scalars if tag.startswith("skills/prob_")):
+        for s, v in scalars[tag]:
+            if end - WINDOW <= s < end:
+                largest[s] = max(largest.get(s, v), v)
+    return float(np.mean(list(largest.values()))) if largest else float("nan")
 
 
 def judge(run: dict, scalars: dict) -> dict:
@@ -85,7 +86,7 @@ def main() -> None:
     results = {r["run"]: r for r in json.loads((HERE / "results.json").read_text())["runs"]}
     judged = {}
     for rec in read(HERE / "series.jsonl.gz"):
-        if rec["finished"]:
+        if rec["finished"] and rec["run"] in results:  # common.analyze passes over a run without losses: missing
             judged[rec["method"], rec["seed"]] = judge(results[rec["run"]], rec["scalars"])
     print(
         "| way | seed | return (all envs) | return (skill envs) | fresh accuracy | largest skill probability | passes |"
