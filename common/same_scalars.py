@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.algos == ["all"]
         else args.algos
     )
-    if args.extra is not None and args.extra.strip() and not all(gives_budget(args.extra + " " + s) for s in specs):
+    extra = args.extra if args.extra and args.extra.strip() else None  # an empty --extra: the default flags
+    if extra is not None and not all(gives_budget(extra + " " + spec) for spec in specs):
         print(
             "error: --extra replaces the default flags of the runs, so it (or each algorithm's own flags) must give "
             "--total-timesteps (else each run is the file's full length)",
@@ -112,9 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         other = export_revision(args.against, Path(tmp) / "other")
         for i, spec in enumerate(specs):
-            flags = (
-                args.extra if args.extra and args.extra.strip() else OWN_FLAGS.get(shlex.split(spec)[0], DEFAULT_FLAGS)
-            )
+            flags = extra or OWN_FLAGS.get(shlex.split(spec)[0], DEFAULT_FLAGS)
             try:
                 here = run_scalars(ROOT, spec, flags, Path(tmp) / f"here{i}")
                 there = run_scalars(other, spec, flags, Path(tmp) / f"there{i}")

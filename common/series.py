@@ -7,12 +7,12 @@
 One JSON line per run (gzip): its name, env, method, seed, whether it finished; every logged point
 of the tags in `SERIES_TAGS` and of those starting with one of `SERIES_PREFIXES` (the losses as the
 float32 values TensorBoard stores, so a table re-made from the series equals the one made from the
-event files; the tags of `ROUNDED` and the prefixed ones to 4 significant digits); and its episodes, which are too many to
-keep one by one (some 20,000 in an 800k-step 6x6 run), as sums per bin of `BIN` global steps
-(count, return, length) plus, per phase, what only single episodes give: the mean return of its
-last 100 episodes and the step at which that mean first reached 0.8 (`solved_at`); and, of a run that logs
-them, its interest per kind of transition over the phase's last 100k steps (`interest_by_action`:
-`common.interest_by_action`).
+event files; the tags of `ROUNDED` and the prefixed ones to 4 significant digits); and its episodes,
+which are too many to keep one by one (some 20,000 in an 800k-step 6x6 run), as sums per bin of
+`BIN` global steps (count, return, length) plus, per phase, what only single episodes give: the mean
+return of its last 100 episodes and the step at which that mean first reached 0.8 (`solved_at`); and,
+of a run that logs them, its interest per kind of transition over the phase's last 100k steps
+(`interest_by_action`: `common.interest_by_action`).
 """
 
 from __future__ import annotations
