@@ -47,6 +47,9 @@ def main(env_names: list[str]) -> None:
         for seed in (0, 1):
             returns, lengths = first_episodes(name, seed)
             solved = returns > 0
+            if not solved.any():  # nothing to average or resample
+                print(f"| {name} | {seed} | 0.0000 | - | - | - |")
+                continue
             discounted = returns[solved] * GAMMA ** (lengths[solved] - 1)
             draws = np.random.default_rng([seed, 1]).choice(discounted, size=(RESAMPLES, len(discounted)))  # own stream
             low, high = np.percentile(draws.mean(1), [2.5, 97.5])
