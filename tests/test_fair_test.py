@@ -1,14 +1,18 @@
 """The fair test's measures: the non-interest frontier (hand-worked cases, a property every frontier
 must have), the per-run series (binned episodes, an exact round trip), and the analysis made from
-event files and from the committed series alike."""
+event files and from the committed series alike; the 8x8 follow-up's behaviour script on a scripted policy and
+a stopped run's checkpoint."""
 
 import gzip
+import importlib.util
 import json
 import math
+import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from common import analyze, frontier, series
@@ -251,3 +255,82 @@ def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
         assert np.allclose([v for _, v in back[tag]], [v for _, v in want], rtol=1e-6, atol=0)
     assert {"external_model/rollout_changed_share", "diayn/disc_accuracy_fresh", "diayn/weight"} <= set(SERIES_TAGS)
     assert {"diayn/skill_env_return", "diayn/skill_env_episodes"} <= set(SERIES_TAGS)  # the DIAYN probe's task
+
+
+def load_behaviour():
+    spec = importlib.util.spec_from_file_location("behaviour", ROOT / "docs/results/fair-test-8x8-entropy/behaviour.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class AlwaysToggle:
+    """A policy that toggles at every step, whatever it sees."""
+
+    def get_action_and_value(self, obs):
+        return (torch.full((len(obs),), 5),)
+
+
+def test_the_behaviour_script_counts_what_a_scripted_policy_does():
+    behaviour = load_behaviour()
+    stats = behaviour.play(AlwaysToggle(), "ColorDoorKey-6x6-v0", "blue", episodes=20, layout_seed=7, seed=0, batch=6)
+    assert stats["episodes"] == 20 and stats["success"] == 0 and stats["mean_length"] == 360  # 10 * 6**2 steps
+    assert stats["first_key"] == {"red": 0, "blue": 0, "none": 1} and stats["episodes_carrying"] == {
+        "red": 0,
+        "blue": 0,
+    }
+    assert stats["episodes_with_a_drop"] == 0 and stats["steps_carrying"] == {"red": 0, "blue": 0}
+    assert stats["actions"]["toggle"] == 1
+    toggles = stats["failed_toggles_per_episode"]  # every step facing the locked door is a failed toggle, keyless
+    assert toggles["red"] == toggles["blue"] == 0
+    assert toggles["none"] == pytest.approx(stats["steps_facing_the_locked_door"] * 360)
+    assert 0 < toggles["none"] < 360  # some layouts start the agent facing the door, not all
+    random = behaviour.play(None, "ColorDoorKey-6x6-v0", "red", episodes=40, layout_seed=7, seed=0)
+    assert sum(random["first_key"].values()) == pytest.approx(1) and sum(random["actions"].values()) == pytest.approx(1)
+    assert all(abs(share - 1 / 7) < 0.01 for share in random["actions"].values())  # ~14,000 uniform draws
+
+
+def test_the_behaviour_script_reads_a_checkpoint_left_by_a_stopped_run(tmp_path):
+    run = forked.start(
+        [
+            ROOT / "algos/ppo.py",
+            "--env",
+            "ColorDoorKey-6x6",
+            "--seed",
+            "3",
+            "--runs-dir",
+            tmp_path / "runs",
+            "--num-envs",
+            "4",
+            "--num-steps",
+            "64",
+            "--exp-name",
+            "probe",
+        ],  # fmt: skip
+        tmp_path,
+    )
+    assert run.stdout.readline().startswith("run folder: ") and run.stdout.readline().startswith("step")
+    run.send_signal(signal.SIGINT)
+    run.communicate(timeout=120)
+    (checkpoint,) = (tmp_path / "runs").glob("*/checkpoint.pt")
+    agent, args, values = load_behaviour().load_agent(checkpoint, ROOT)
+    assert (args.exp_name, args.seed, values["phase"]) == ("probe", 3, 0) and values["global_step"] % 256 == 0
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=False)["stateful"]["agent"]
+    assert all(torch.equal(agent.state_dict()[name], tensor) for name, tensor in saved.items())
+    result = forked.run(
+        [
+            ROOT / "docs/results/fair-test-8x8-entropy/behaviour.py",
+            checkpoint,
+            "--episodes",
+            "3",
+            "--out",
+            tmp_path / "rows.jsonl",
+        ],  # fmt: skip
+        tmp_path,
+        fresh=True,
+    )
+    assert result.returncode == 0, result.stderr
+    (row,) = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert (row["label"], row["seed"], row["color"], row["episodes"]) == ("probe", 3, "red", 3)
+    missing = forked.run([ROOT / "docs/results/fair-test-8x8-entropy/behaviour.py", tmp_path / "nope.pt"], tmp_path)
+    assert missing.returncode == 2 and "no such checkpoint" in missing.stderr.strip().splitlines()[-1]
