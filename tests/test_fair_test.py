@@ -265,10 +265,20 @@ def load_behaviour():
 
 
 class AlwaysToggle:
-    """A policy that toggles at every step, whatever it sees."""
+    """A policy that toggles at every step, whatever it sees: the action and the log-probability of `action`."""
 
-    def get_action_and_value(self, obs):
-        return (torch.full((len(obs),), 5),)
+    def get_action_and_value(self, obs, action=None):
+        toggle = torch.full((len(obs),), 5)
+        return toggle, torch.where(toggle == action, 0.0, -torch.inf) if action is not None else None
+
+
+class Uniform:
+    """A torch policy that draws every action with probability 1/7."""
+
+    def get_action_and_value(self, obs, action=None):
+        dist = torch.distributions.Categorical(logits=torch.zeros(len(obs), 7))
+        action = dist.sample() if action is None else action
+        return action, dist.log_prob(action)
 
 
 def test_the_behaviour_script_counts_what_a_scripted_policy_does():
@@ -285,9 +295,14 @@ def test_the_behaviour_script_counts_what_a_scripted_policy_does():
     assert toggles["red"] == toggles["blue"] == 0
     assert toggles["none"] == pytest.approx(stats["steps_facing_the_locked_door"] * 360)
     assert 0 < toggles["none"] < 360  # some layouts start the agent facing the door, not all
+    facing = stats["steps_facing_a_key"]  # a key it starts facing stays in front of it: never picked up
+    assert all(p == (0.0 if facing[k] else None) for k, p in stats["pickup_probability_facing_a_key"].items())
     random = behaviour.play(None, "ColorDoorKey-6x6-v0", "red", episodes=40, layout_seed=7, seed=0)
     assert sum(random["first_key"].values()) == pytest.approx(1) and sum(random["actions"].values()) == pytest.approx(1)
     assert all(abs(share - 1 / 7) < 0.01 for share in random["actions"].values())  # ~14,000 uniform draws
+    assert random["pickup_probability_facing_a_key"] == {"red": pytest.approx(1 / 7), "blue": pytest.approx(1 / 7)}
+    uniform = behaviour.play(Uniform(), "ColorDoorKey-6x6-v0", "red", episodes=10, layout_seed=7, seed=0)
+    assert uniform["pickup_probability_facing_a_key"] == {"red": pytest.approx(1 / 7), "blue": pytest.approx(1 / 7)}
 
 
 def test_the_behaviour_script_reads_a_checkpoint_left_by_a_stopped_run(tmp_path):

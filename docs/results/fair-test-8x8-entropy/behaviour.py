@@ -11,7 +11,9 @@ checkpoint's phase unless --color says otherwise, actions sampled from the polic
 + i for every checkpoint, so checkpoints are compared on the same layouts. Per checkpoint: the share of episodes
 that reach the goal; which key the agent picks up first (or none); the share of episodes in which it ever carries
 each colour, or drops what it carries; its toggles of the locked door per episode that fail, by what it carries; the
-share of its steps spent facing the locked door and carrying each colour; its actions' shares.
+share of its steps spent facing the locked door and carrying each colour; the share of its steps facing a key of
+each colour empty-handed, and the policy's mean probability of picking it up there (None where it never does); its
+actions' shares.
 """
 
 import argparse
@@ -31,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from envs import OneHotFlatObs, resolve_env_id, view_columns  # noqa: E402
 
 ACTIONS = ("left", "right", "forward", "pickup", "drop", "toggle", "done")  # MiniGrid's order
-TOGGLE = ACTIONS.index("toggle")
+PICKUP, TOGGLE = ACTIONS.index("pickup"), ACTIONS.index("toggle")
 
 
 def load_agent(path: Path, code: Path):
@@ -93,15 +95,21 @@ def play(agent, env_id: str, color: str, episodes: int, layout_seed: int, seed: 
         obs = torch.tensor(np.stack([live[i][0] for i in running]))
         if agent is None:
             chosen = rng.integers(len(ACTIONS), size=len(running))
+            pickup_probability = np.full(len(running), 1 / len(ACTIONS))
         else:
             with torch.no_grad():
                 chosen = agent.get_action_and_value(obs)[0].numpy()
+                pickup = torch.full((len(running),), PICKUP)
+                pickup_probability = agent.get_action_and_value(obs, pickup)[1].exp().numpy()
         still = []
-        for i, action in zip(running, chosen):
+        for i, action, p_pickup in zip(running, chosen, pickup_probability):
             env, episode = envs[i].unwrapped, live[i][1]
             before = carried(env)
             front = env.grid.get(*env.front_pos)
             facing_locked = front is not None and front.type == "door" and front.is_locked
+            if front is not None and front.type == "key" and before == "none":  # a key it can pick up
+                count[f"steps facing a {front.color} key"] += 1
+                count[f"pickup probability facing a {front.color} key"] += float(p_pickup)
             count["steps"] += 1
             count[f"steps carrying {before}"] += 1
             count["steps facing the locked door"] += facing_locked
@@ -141,6 +149,13 @@ def play(agent, env_id: str, color: str, episodes: int, layout_seed: int, seed: 
         failed_toggles_per_episode={k: count[f"failed toggles carrying {k}"] / n for k in (*colours, "none")},
         steps_facing_the_locked_door=count["steps facing the locked door"] / steps,
         steps_carrying={k: count[f"steps carrying {k}"] / steps for k in colours},
+        steps_facing_a_key={k: count[f"steps facing a {k} key"] / steps for k in colours},
+        pickup_probability_facing_a_key={
+            k: count[f"pickup probability facing a {k} key"] / count[f"steps facing a {k} key"]
+            if count[f"steps facing a {k} key"]
+            else None
+            for k in colours
+        },
         actions={a: actions[a] / steps for a in ACTIONS},
     )
 
