@@ -8,14 +8,17 @@ import importlib.util
 import json
 import math
 import signal
+from collections import Counter
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from common import analyze, frontier, series
+from envs import OneHotFlatObs
 from tests import forked
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,51 +267,123 @@ def load_behaviour():
     return module
 
 
-class AlwaysToggle:
-    """A policy that toggles at every step, whatever it sees: the action and the log-probability of `action`."""
+class Scripted:
+    """A policy that plays a list of actions, one a step, whatever it sees (its action has probability 1)."""
 
-    def get_action_and_value(self, obs, action=None):
-        toggle = torch.full((len(obs),), 5)
-        return toggle, torch.where(toggle == action, 0.0, -torch.inf) if action is not None else None
+    def __init__(self, plan):
+        self.plan, self.step = [ACTION_NAMES.index(a) for a in plan.split()], 0
+
+    def get_action_and_value(self, obs, action):
+        chosen = self.plan[self.step]
+        self.step += 1  # one call a step, every action's probability at once
+        return action, torch.where(action == chosen, 0.0, -torch.inf)
 
 
 class Uniform:
-    """A torch policy that draws every action with probability 1/7."""
+    """A torch policy that gives every action probability 1/7."""
 
-    def get_action_and_value(self, obs, action=None):
-        dist = torch.distributions.Categorical(logits=torch.zeros(len(obs), 7))
-        action = dist.sample() if action is None else action
-        return action, dist.log_prob(action)
+    def get_action_and_value(self, obs, action):
+        return action, torch.distributions.Categorical(logits=torch.zeros(len(obs), 7)).log_prob(action)
 
 
-def test_the_behaviour_script_counts_what_a_scripted_policy_does():
+ACTION_NAMES = ["left", "right", "forward", "pickup", "drop", "toggle", "done"]
+
+
+def test_the_behaviour_script_counts_a_hand_worked_episode():
+    """ColorDoorKey-6x6, layout 7, blue opens the door (a reviewer's episode, worked by hand from the printed grid):
+    the agent picks up red (facing it: step 3), fails to open the door with it (step 6), drops it (step 8, after
+    which it faces it again), picks up blue (facing it: step 12), opens the door (step 17) and reaches the goal."""
     behaviour = load_behaviour()
-    stats = behaviour.play(AlwaysToggle(), "ColorDoorKey-6x6-v0", "blue", episodes=20, layout_seed=7, seed=0, batch=6)
-    assert stats["episodes"] == 20 and stats["success"] == 0 and stats["mean_length"] == 360  # 10 * 6**2 steps
-    assert stats["first_key"] == {"red": 0, "blue": 0, "none": 1} and stats["episodes_carrying"] == {
-        "red": 0,
-        "blue": 0,
+    plan = "forward left pickup left forward toggle right drop left left forward pickup right right forward left toggle"
+    plan += " forward forward right forward"
+    stats = behaviour.play(Scripted(plan), "ColorDoorKey-6x6-v0", "blue", episodes=1, layout_seed=7, seed=0)
+    assert stats["success"] == 1 and stats["mean_length"] == 21
+    assert stats["first_key"] == {"red": 1, "blue": 0, "none": 0} and stats["episodes_carrying"] == {
+        "red": 1,
+        "blue": 1,
     }
-    assert stats["episodes_with_a_drop"] == 0 and stats["steps_carrying"] == {"red": 0, "blue": 0}
-    assert stats["actions"]["toggle"] == 1
-    toggles = stats["failed_toggles_per_episode"]  # every step facing the locked door is a failed toggle, keyless
-    assert toggles["red"] == toggles["blue"] == 0
-    assert toggles["none"] == pytest.approx(stats["steps_facing_the_locked_door"] * 360)
-    assert 0 < toggles["none"] < 360  # some layouts start the agent facing the door, not all
-    facing = stats["steps_facing_a_key"]  # a key it starts facing stays in front of it: never picked up
-    assert all(p == (0.0 if facing[k] else None) for k, p in stats["pickup_probability_facing_a_key"].items())
-    random = behaviour.play(None, "ColorDoorKey-6x6-v0", "red", episodes=40, layout_seed=7, seed=0)
-    assert sum(random["first_key"].values()) == pytest.approx(1) and sum(random["actions"].values()) == pytest.approx(1)
-    assert all(abs(share - 1 / 7) < 0.01 for share in random["actions"].values())  # ~14,000 uniform draws
-    assert random["pickup_probability_facing_a_key"] == {"red": pytest.approx(1 / 7), "blue": pytest.approx(1 / 7)}
-    uniform = behaviour.play(Uniform(), "ColorDoorKey-6x6-v0", "red", episodes=10, layout_seed=7, seed=0)
-    assert uniform["pickup_probability_facing_a_key"] == {"red": pytest.approx(1 / 7), "blue": pytest.approx(1 / 7)}
+    assert stats["episodes_with_a_drop"] == 1 and stats["failed_toggles_per_episode"] == {
+        "red": 1,
+        "blue": 0,
+        "none": 0,
+    }
+    steps = {k: round(v * 21) for k, v in stats["steps_facing_a_key"].items()}
+    assert steps == {"red": 2, "blue": 1} and round(stats["steps_facing_the_locked_door"] * 21) == 4
+    assert {k: round(v * 21) for k, v in stats["steps_carrying"].items()} == {"red": 5, "blue": 9}
+    assert stats["pickup_probability_facing_a_key"] == {"red": 0.5, "blue": 1.0}  # red: picked once of two
+    assert round(stats["actions"]["pickup"] * 21) == 2 and round(stats["actions"]["toggle"] * 21) == 2
+    empty_handed = behaviour.play(Scripted("drop " * 360), "ColorDoorKey-6x6-v0", "blue", 1, layout_seed=7, seed=0)
+    assert empty_handed["episodes_with_a_drop"] == 0 and empty_handed["mean_length"] == 360  # no drop without a key
+
+
+def minigrid_counts(policy, env_id, color, episodes, layout_seed, seed):
+    """The behaviour script's counts by a plain loop over MiniGrid's env, one episode at a time, with the same draws
+    (episode i's stream (seed, i), inverse CDF), read from the env's objects after each step."""
+    counts, actions, pickups, steps = Counter(), Counter(), Counter(), 0
+    for i in range(episodes):
+        env = OneHotFlatObs(gym.make(env_id))
+        env.unwrapped.set_correct_key_color(color)
+        obs, _ = env.reset(seed=layout_seed + i)
+        stream, u, picked, dropped, done = np.random.default_rng([seed, i]), env.unwrapped, [], False, False
+        while not done:
+            x = torch.as_tensor(obs)[None].repeat(7, 1)
+            probs = policy.get_action_and_value(x, torch.arange(7))[1].exp().double().numpy()
+            cumulative, draw = np.cumsum(probs), stream.random()
+            action = min(int(np.sum(cumulative < draw * cumulative[-1])), 6)
+            before = u.carrying.color if u.carrying is not None else "none"
+            front = u.grid.get(*u.front_pos)
+            facing_locked = front is not None and front.type == "door" and front.is_locked
+            if front is not None and front.type == "key" and before == "none":
+                counts[f"facing {front.color}"] += 1
+                pickups[front.color] += probs[3]
+            counts[f"carrying {before}"] += 1
+            counts["facing the locked door"] += facing_locked
+            actions[action] += 1
+            obs, reward, terminated, truncated, _ = env.step(action)
+            done, steps = terminated or truncated, steps + 1
+            after = u.carrying.color if u.carrying is not None else "none"
+            if before == "none" and after != "none":
+                picked.append(after)
+            dropped |= before != "none" and after == "none"
+            if action == 5 and facing_locked and front.is_locked:
+                counts[f"failed toggles {before}"] += 1
+        counts["success"] += reward > 0
+        counts["episodes with a drop"] += dropped
+        counts[f"first {picked[0] if picked else 'none'}"] += 1
+        for colour in set(picked):
+            counts[f"episodes carrying {colour}"] += 1
+    return counts, actions, pickups, steps
+
+
+def test_the_behaviour_script_counts_what_a_plain_minigrid_loop_counts():
+    behaviour = load_behaviour()
+    n = 12
+    stats = behaviour.play(Uniform(), "ColorDoorKey-6x6-v0", "blue", episodes=n, layout_seed=40, seed=5)
+    counts, actions, pickups, steps = minigrid_counts(Uniform(), "ColorDoorKey-6x6-v0", "blue", n, 40, 5)
+    assert stats["mean_length"] * n == steps and stats["success"] * n == counts["success"]
+    assert {k: v * n for k, v in stats["first_key"].items()} == {
+        k: counts[f"first {k}"] for k in ("red", "blue", "none")
+    }
+    carrying = {k: counts[f"episodes carrying {k}"] for k in ("red", "blue")}
+    assert {k: v * n for k, v in stats["episodes_carrying"].items()} == carrying
+    assert stats["episodes_with_a_drop"] * n == counts["episodes with a drop"]
+    toggles = {k: v * n for k, v in stats["failed_toggles_per_episode"].items()}
+    assert toggles == {k: counts[f"failed toggles {k}"] for k in ("red", "blue", "none")}
+    assert stats["steps_facing_the_locked_door"] * steps == pytest.approx(counts["facing the locked door"])
+    for k in ("red", "blue"):
+        assert stats["steps_carrying"][k] * steps == pytest.approx(counts[f"carrying {k}"])
+        assert stats["steps_facing_a_key"][k] * steps == pytest.approx(counts[f"facing {k}"])
+        assert stats["pickup_probability_facing_a_key"][k] == pytest.approx(pickups[k] / counts[f"facing {k}"])
+    assert [stats["actions"][a] * steps for a in behaviour.ACTIONS] == pytest.approx([actions[k] for k in range(7)])
+    # what is counted happens: both keys carried, drops, failed toggles with and without a key
+    assert all(carrying.values()) and counts["episodes with a drop"] and toggles["none"] and toggles["red"]
 
 
 def test_the_behaviour_script_reads_a_checkpoint_left_by_a_stopped_run(tmp_path):
+    """ppo_poi_progress's checkpoint holds objects of its own classes (its lagged model) beside the agent."""
     run = forked.start(
         [
-            ROOT / "algos/ppo.py",
+            ROOT / "algos/ppo_poi_progress.py",
             "--env",
             "ColorDoorKey-6x6",
             "--seed",
@@ -328,24 +403,21 @@ def test_the_behaviour_script_reads_a_checkpoint_left_by_a_stopped_run(tmp_path)
     run.send_signal(signal.SIGINT)
     run.communicate(timeout=120)
     (checkpoint,) = (tmp_path / "runs").glob("*/checkpoint.pt")
-    agent, args, values = load_behaviour().load_agent(checkpoint, ROOT)
+    behaviour = load_behaviour()
+    agent, args, values = behaviour.load_agent(checkpoint, ROOT)
     assert (args.exp_name, args.seed, values["phase"]) == ("probe", 3, 0) and values["global_step"] % 256 == 0
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=False)["stateful"]["agent"]
+    stubs = behaviour._pickle_module(None)  # the file's own classes are not importable here
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=False, pickle_module=stubs)["stateful"]["agent"]
     assert all(torch.equal(agent.state_dict()[name], tensor) for name, tensor in saved.items())
-    result = forked.run(
-        [
-            ROOT / "docs/results/fair-test-8x8-entropy/behaviour.py",
-            checkpoint,
-            "--episodes",
-            "3",
-            "--out",
-            tmp_path / "rows.jsonl",
-        ],  # fmt: skip
-        tmp_path,
-        fresh=True,
-    )
+    script = ROOT / "docs/results/fair-test-8x8-entropy/behaviour.py"
+    result = forked.run([script, checkpoint, "--episodes", "3", "--out", tmp_path / "rows.jsonl"], tmp_path, fresh=True)
     assert result.returncode == 0, result.stderr
     (row,) = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
     assert (row["label"], row["seed"], row["color"], row["episodes"]) == ("probe", 3, "red", 3)
-    missing = forked.run([ROOT / "docs/results/fair-test-8x8-entropy/behaviour.py", tmp_path / "nope.pt"], tmp_path)
-    assert missing.returncode == 2 and "no such checkpoint" in missing.stderr.strip().splitlines()[-1]
+    for flags, message in (
+        ([tmp_path / "nope.pt"], "no such checkpoint"),
+        ([checkpoint, "--random"], "give checkpoints or --random, not both"),
+        (["--random", "--env", "MiniGrid-Empty-5x5-v0"], "--env must be a ColorDoorKey env"),
+    ):
+        bad = forked.run([script, *flags], tmp_path)
+        assert bad.returncode == 2 and message in bad.stderr.strip().splitlines()[-1], bad.stderr

@@ -1,25 +1,29 @@
 """What a ColorDoorKey policy does, read from checkpoints copied while its run went on (the run itself untouched).
 
-    python docs/results/fair-test-8x8-entropy/behaviour.py CHECKPOINT... --out behaviour.jsonl   # one line each
-    python docs/results/fair-test-8x8-entropy/behaviour.py --random --env ColorDoorKey-8x8          # the reference
+    python docs/results/fair-test-8x8-entropy/behaviour.py --code ../study-8x8 CHECKPOINT... --out behaviour.jsonl
+    python docs/results/fair-test-8x8-entropy/behaviour.py --random --env ColorDoorKey-8x8 --color blue
 
-Each checkpoint names the algorithm file that wrote it (in --code's algos/: the checkout that ran); that file's
-`Agent` (files whose agent sees the view alone: `ppo.py`, `ppo_poi_progress.py`, ...) is rebuilt from the
-checkpoint's weights and plays --episodes episodes of
-MiniGrid's env (not the batched twin: its objects can be asked what the agent carries), the correct key of the
-checkpoint's phase unless --color says otherwise, actions sampled from the policy. Episode i is layout --layout-seed
-+ i for every checkpoint, so checkpoints are compared on the same layouts. Per checkpoint: the share of episodes
-that reach the goal; which key the agent picks up first (or none); the share of episodes in which it ever carries
-each colour, or drops what it carries; its toggles of the locked door per episode that fail, by what it carries; the
-share of its steps spent facing the locked door and carrying each colour; the share of its steps facing a key of
-each colour empty-handed, and the policy's mean probability of picking it up there (None where it never does); its
-actions' shares.
+Each checkpoint names the algorithm file that wrote it, found in --code's algos/ (the checkout that ran it); that
+file's `Agent` (files whose agent sees the view alone: `ppo.py`, `ppo_poi_progress.py`, ...) is rebuilt from the
+checkpoint's weights. It plays the first episode of each of --episodes worlds of the batched env, all at once: world
+i has layout --layout-seed + i (as MiniGrid's reset(seed=--layout-seed + i) draws it) and its own stream of action
+draws, seeded (--seed, i), so an episode's layout and draws do not depend on the others', and every checkpoint plays
+the same layouts. The correct key is the checkpoint's phase's unless --color says otherwise. The env's rules come
+from this checkout (envs/batched.py), the agent from --code.
+
+Per checkpoint, shares of episodes: reaching the goal; by the first key picked up (red, blue, none); ever carrying
+each colour; with a drop. Failed toggles of the locked door per episode, by what the agent carried. Shares of steps:
+facing the locked door; carrying each colour; facing a key of each colour empty-handed, with the policy's mean
+probability of picking it up there (over those steps, so a run that stares at a key weighs more; None where it never
+faces one); each action. tests/test_fair_test.py checks the counts on a hand-worked episode and against a plain loop
+over MiniGrid's own env objects.
 """
 
 import argparse
 import importlib.util
 import json
 import pickle
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -27,137 +31,142 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import torch
+from minigrid.core.constants import COLOR_TO_IDX, DIR_TO_VEC
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
-from envs import OneHotFlatObs, resolve_env_id, view_columns  # noqa: E402
+from envs import BatchedColorDoorKey, is_color_door_key, resolve_env_id, view_columns  # noqa: E402
+from envs.batched import DOOR, EMPTY, KEY, LOCKED  # noqa: E402
 
 ACTIONS = ("left", "right", "forward", "pickup", "drop", "toggle", "done")  # MiniGrid's order
-PICKUP, TOGGLE = ACTIONS.index("pickup"), ACTIONS.index("toggle")
+PICKUP, DROP, TOGGLE = (ACTIONS.index(a) for a in ("pickup", "drop", "toggle"))
+COLOURS = {name: COLOR_TO_IDX[name] for name in ("red", "blue")}
+
+
+class _Stub:
+    """What the first read of a checkpoint makes of a class it cannot find: enough to read which file wrote it."""
+
+
+def _pickle_module(classes):
+    """A pickle module for torch.load whose unpickler finds the classes of the file that ran as `__main__` in
+    `classes` (None: a `_Stub` for each)."""
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            if module == "__main__":
+                return _Stub if classes is None else getattr(classes, name)
+            return super().find_class(module, name)
+
+    return type("pickle_module", (), dict(Unpickler=Unpickler, load=pickle.load))
 
 
 def load_agent(path: Path, code: Path):
-    """The checkpoint's agent, its run's args and its loop values. The checkpoint names its algorithm file and
-    pickles the file's `Args` as `__main__.Args`, so that file (in `code`/algos) is imported first and its `Args` put
-    where the unpickler looks."""
-    file = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_StubPickle)["file"]
+    """The checkpoint's agent, its run's args and its loop values. The checkpoint names its algorithm file; that
+    file (in `code`/algos) is imported under a name of its own, and the checkpoint read again with its classes."""
+    file = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_pickle_module(None))["file"]
     spec = importlib.util.spec_from_file_location("algorithm", code / "algos" / file)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # defines the file's classes; its main block does not run
-    sys.modules["__main__"].Args = module.Args
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    path_before = list(sys.path)
+    spec.loader.exec_module(module)  # defines the file's classes (its main block does not run)
+    sys.path[:] = path_before  # the file puts its checkout first; later imports stay this checkout's
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_pickle_module(module))
     args = checkpoint["args"]
-    agent = module.Agent(980, len(ACTIONS), False, columns=view_columns(resolve_env_id(args.env)))
+    env_id = resolve_env_id(args.env)
+    obs_dim = BatchedColorDoorKey(1, **gym.spec(env_id).kwargs).single_observation_space.shape[0]
+    agent = module.Agent(obs_dim, len(ACTIONS), bf16=False, columns=view_columns(env_id))
     agent.load_state_dict(checkpoint["stateful"]["agent"])
     return agent.eval(), args, checkpoint["values"]
 
 
-class _Stub:
-    """What the first read of a checkpoint makes of a class it cannot find (its `Args`): enough to read `file`."""
+def action_probabilities(agent, obs: np.ndarray) -> np.ndarray:
+    """Each action's probability under `agent` (None: uniform) for each observation, (len(obs), 7)."""
+    n = len(obs)
+    if agent is None:
+        return np.full((n, len(ACTIONS)), 1 / len(ACTIONS))
+    every_action = torch.arange(len(ACTIONS)).repeat_interleave(n)
+    with torch.no_grad():
+        log_probs = agent.get_action_and_value(torch.as_tensor(obs).repeat(len(ACTIONS), 1), every_action)[1]
+    return log_probs.exp().view(len(ACTIONS), n).T.double().numpy()
 
 
-class _StubPickle:
-    """A pickle module for torch.load whose unpickler puts `_Stub` where a class cannot be found."""
-
-    class Unpickler(pickle.Unpickler):
-        def find_class(self, module, name):
-            try:
-                return super().find_class(module, name)
-            except AttributeError:
-                return _Stub
-
-    load = pickle.load
+def sample(probabilities: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """The action of each row whose cumulative probability first exceeds its uniform draw (inverse CDF)."""
+    cumulative = probabilities.cumsum(axis=1)
+    return np.minimum((cumulative < draws[:, None] * cumulative[:, -1:]).sum(axis=1), len(ACTIONS) - 1)
 
 
-def carried(env) -> str:
-    """The colour of what the agent carries ("none" when nothing)."""
-    return env.carrying.color if env.carrying is not None else "none"
-
-
-def play(agent, env_id: str, color: str, episodes: int, layout_seed: int, seed: int, batch: int = 16) -> dict:
-    """`episodes` episodes, `batch` envs at a time (one forward pass for all), actions from `agent` (None: uniform)."""
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    envs = [OneHotFlatObs(gym.make(env_id)) for _ in range(min(batch, episodes))]
-    count, first_key, actions = Counter(), Counter(), Counter()
-    started = 0
-
-    def start(env):
-        nonlocal started
-        env.unwrapped.set_correct_key_color(color)
-        obs, _ = env.reset(seed=layout_seed + started)
-        started += 1
-        return obs, dict(picked=[], dropped=False, steps=0)
-
-    live = [start(env) for env in envs]
-    running = list(range(len(envs)))
-    while running:
-        obs = torch.tensor(np.stack([live[i][0] for i in running]))
-        if agent is None:
-            chosen = rng.integers(len(ACTIONS), size=len(running))
-            pickup_probability = np.full(len(running), 1 / len(ACTIONS))
-        else:
-            with torch.no_grad():
-                chosen = agent.get_action_and_value(obs)[0].numpy()
-                pickup = torch.full((len(running),), PICKUP)
-                pickup_probability = agent.get_action_and_value(obs, pickup)[1].exp().numpy()
-        still = []
-        for i, action, p_pickup in zip(running, chosen, pickup_probability):
-            env, episode = envs[i].unwrapped, live[i][1]
-            before = carried(env)
-            front = env.grid.get(*env.front_pos)
-            facing_locked = front is not None and front.type == "door" and front.is_locked
-            if front is not None and front.type == "key" and before == "none":  # a key it can pick up
-                count[f"steps facing a {front.color} key"] += 1
-                count[f"pickup probability facing a {front.color} key"] += float(p_pickup)
-            count["steps"] += 1
-            count[f"steps carrying {before}"] += 1
-            count["steps facing the locked door"] += facing_locked
-            actions[ACTIONS[action]] += 1
-            obs, reward, terminated, truncated, _ = envs[i].step(int(action))
-            episode["steps"] += 1
-            after = carried(env)
-            if before == "none" and after != "none":
-                episode["picked"].append(after)
-            episode["dropped"] |= before != "none" and after == "none"
-            if action == TOGGLE and facing_locked and front.is_locked:
-                count[f"failed toggles carrying {before}"] += 1
-            if terminated or truncated:
-                count["episodes"] += 1
-                count["successes"] += reward > 0
-                count["length"] += episode["steps"]
-                first_key[episode["picked"][0] if episode["picked"] else "none"] += 1
-                for colour in set(episode["picked"]):
-                    count[f"episodes carrying {colour}"] += 1
-                count["episodes with a drop"] += episode["dropped"]
-                if started < episodes:
-                    live[i] = start(envs[i])
-                    still.append(i)
-            else:
-                live[i] = (obs, episode)
-                still.append(i)
-        running = still
-    n, steps = count["episodes"], count["steps"]
-    colours = ("red", "blue")
+def play(agent, env_id: str, color: str, episodes: int, layout_seed: int, seed: int) -> dict:
+    """The first episode of each of `episodes` worlds, stepped at once (see the module's docstring). What each step
+    does is read from the worlds' arrays before it, by the env's rules (envs/batched.py): a pickup needs a key in
+    front and empty hands, a drop an empty cell in front, and a locked door opens only to the right key."""
+    env = BatchedColorDoorKey(episodes, **gym.spec(env_id).kwargs)
+    env.set_correct_key_color(color)
+    obs, _ = env.reset(seed=layout_seed)
+    streams = [np.random.default_rng([seed, i]) for i in range(episodes)]
+    rows = np.arange(episodes)
+    live = np.ones(episodes, dtype=bool)  # in its first episode
+    length, success = np.zeros(episodes, dtype=int), np.zeros(episodes, dtype=bool)
+    first_key = np.full(episodes, -1)  # the colour index of the first key picked up (-1: none)
+    carried = {name: np.zeros(episodes, dtype=bool) for name in COLOURS}  # picked up at some step of the episode
+    dropped = np.zeros(episodes, dtype=bool)
+    count = Counter()
+    step = 0
+    while live.any():
+        probabilities = action_probabilities(agent, obs)
+        actions = sample(probabilities, np.array([stream.random() for stream in streams]))
+        fx, fy = (env.pos + np.asarray(DIR_TO_VEC)[env.dir]).T
+        front, front_color, front_state = env.obj[rows, fx, fy], env.color[rows, fx, fy], env.state[rows, fx, fy]
+        holding = {"none": env.carry_obj == EMPTY}
+        holding.update({name: ~holding["none"] & (env.carry_color == index) for name, index in COLOURS.items()})
+        facing_locked = live & (front == DOOR) & (front_state == LOCKED)
+        pick = live & (actions == PICKUP) & (front == KEY) & holding["none"]
+        first_key = np.where(pick & (first_key < 0), front_color, first_key)
+        dropped |= live & (actions == DROP) & (front == EMPTY) & ~holding["none"]
+        failed = facing_locked & (actions == TOGGLE) & ~(~holding["none"] & (env.carry_color == env.door_key))
+        for name, index in COLOURS.items():
+            carried[name] |= pick & (front_color == index)
+            count[f"steps carrying {name}"] += int((live & holding[name]).sum())
+            can_pick = live & (front == KEY) & (front_color == index) & holding["none"]
+            count[f"steps facing a {name} key"] += int(can_pick.sum())
+            count[f"pickup probability facing a {name} key"] += float(probabilities[can_pick, PICKUP].sum())
+        for name, held in holding.items():
+            count[f"failed toggles carrying {name}"] += int((failed & held).sum())
+        count["steps facing the locked door"] += int(facing_locked.sum())
+        for index, action in enumerate(ACTIONS):
+            count[action] += int((live & (actions == index)).sum())
+        obs, reward, terminated, truncated, _ = env.step(actions)
+        step += 1
+        ended = live & (terminated | truncated)
+        success |= ended & (reward > 0)
+        length[ended] = step  # every world started its episode at step 0
+        live &= ~ended
+    steps = int(length.sum())
+    facing = {name: count[f"steps facing a {name} key"] for name in COLOURS}
     return dict(
-        episodes=n,
-        success=count["successes"] / n,
-        mean_length=count["length"] / n,
-        first_key={k: first_key[k] / n for k in (*colours, "none")},
-        episodes_carrying={k: count[f"episodes carrying {k}"] / n for k in colours},
-        episodes_with_a_drop=count["episodes with a drop"] / n,
-        failed_toggles_per_episode={k: count[f"failed toggles carrying {k}"] / n for k in (*colours, "none")},
-        steps_facing_the_locked_door=count["steps facing the locked door"] / steps,
-        steps_carrying={k: count[f"steps carrying {k}"] / steps for k in colours},
-        steps_facing_a_key={k: count[f"steps facing a {k} key"] / steps for k in colours},
-        pickup_probability_facing_a_key={
-            k: count[f"pickup probability facing a {k} key"] / count[f"steps facing a {k} key"]
-            if count[f"steps facing a {k} key"]
-            else None
-            for k in colours
+        episodes=episodes,
+        success=float(success.mean()),
+        mean_length=float(length.mean()),
+        first_key={
+            **{name: float(np.mean(first_key == i)) for name, i in COLOURS.items()},
+            "none": float(np.mean(first_key < 0)),
         },
-        actions={a: actions[a] / steps for a in ACTIONS},
+        episodes_carrying={name: float(carried[name].mean()) for name in COLOURS},
+        episodes_with_a_drop=float(dropped.mean()),
+        failed_toggles_per_episode={k: count[f"failed toggles carrying {k}"] / episodes for k in (*COLOURS, "none")},
+        steps_facing_the_locked_door=count["steps facing the locked door"] / steps,
+        steps_carrying={name: count[f"steps carrying {name}"] / steps for name in COLOURS},
+        steps_facing_a_key={name: facing[name] / steps for name in COLOURS},
+        pickup_probability_facing_a_key={
+            name: count[f"pickup probability facing a {name} key"] / facing[name] if facing[name] else None
+            for name in COLOURS
+        },
+        actions={action: count[action] / steps for action in ACTIONS},
     )
+
+
+def commit_of(code: Path) -> str | None:
+    result = subprocess.run(["git", "-C", str(code), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return result.stdout.strip() or None
 
 
 def main() -> None:
@@ -165,35 +174,37 @@ def main() -> None:
     parser.add_argument("checkpoints", nargs="*", type=Path)
     parser.add_argument("--code", type=Path, default=ROOT, help="the checkout whose algos/ wrote the checkpoints")
     parser.add_argument("--random", action="store_true", help="a uniformly random policy on --env instead")
-    parser.add_argument("--env", default="ColorDoorKey-8x8", help="with --random: the env")
+    parser.add_argument("--env", default="ColorDoorKey-8x8", help="with --random: the env (a ColorDoorKey one)")
     parser.add_argument("--color", help="the correct key colour (default: the checkpoint's phase's; red with --random)")
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--layout-seed", type=int, default=1_000_000, help="episode i plays layout seed + i")
-    parser.add_argument("--seed", type=int, default=0, help="seeds the actions' sampling")
+    parser.add_argument("--seed", type=int, default=0, help="episode i draws its actions from the stream (seed, i)")
     parser.add_argument("--out", type=Path, help="append one JSON line per checkpoint to this file")
     options = parser.parse_args()
-    if not options.checkpoints and not options.random:
-        parser.error("give checkpoints, or --random")
+    if bool(options.checkpoints) == options.random:
+        parser.error("give checkpoints or --random, not both")
     if options.episodes < 1:
         parser.error(f"--episodes must be positive, got {options.episodes}")
     missing = [str(p) for p in options.checkpoints if not p.is_file()]
     if missing:
         parser.error(f"no such checkpoint: {missing[0]}")
-    for path in [None] if options.random else options.checkpoints:
+    if options.random:
+        try:
+            if not is_color_door_key(resolve_env_id(options.env)):
+                parser.error(f"--env must be a ColorDoorKey env, got {options.env}")
+        except ValueError as error:
+            parser.error(str(error))
+    for path in options.checkpoints or [None]:
         if path is None:
             agent, env_id, color, where = None, resolve_env_id(options.env), options.color or "red", {}
         else:
             agent, args, values = load_agent(path, options.code)
             env_id = resolve_env_id(args.env)
             color = options.color or args.correct_key_colors[values["phase"]]
-            where = dict(checkpoint=str(path), label=args.exp_name, seed=args.seed, global_step=values["global_step"])
-        row = dict(
-            **where,
-            env=env_id,
-            color=color,
-            layout_seed=options.layout_seed,
-            policy="random" if agent is None else "agent",
-        )
+            where = dict(checkpoint=str(path), code=commit_of(options.code), label=args.exp_name, seed=args.seed)
+            where["global_step"] = values["global_step"]
+        row = dict(**where, env=env_id, color=color, layout_seed=options.layout_seed, action_seed=options.seed)
+        row["policy"] = "random" if agent is None else "agent"
         row.update(play(agent, env_id, color, options.episodes, options.layout_seed, options.seed))
         line = json.dumps(row)
         print(line)
