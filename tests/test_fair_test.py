@@ -15,10 +15,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from minigrid.core.constants import COLOR_TO_IDX
 from torch.utils.tensorboard import SummaryWriter
 
 from common import analyze, frontier, series
 from envs import OneHotFlatObs
+from envs.views import key_distance
 from tests import forked
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -338,6 +340,8 @@ def minigrid_counts(policy, env_id, color, episodes, layout_seed, seed):
                 pickups[front.color] += probs[3]
             counts[f"carrying {before}"] += 1
             counts["facing the locked door"] += facing_locked
+            image = u.gen_obs()["image"]
+            counts["altered"] += key_distance(image, COLOR_TO_IDX["red"]) != key_distance(image, COLOR_TO_IDX["blue"])
             actions[action] += 1
             obs, reward, terminated, truncated, _ = env.step(action)
             done, steps = terminated or truncated, steps + 1
@@ -370,6 +374,7 @@ def test_the_behaviour_script_counts_what_a_plain_minigrid_loop_counts():
     toggles = {k: v * n for k, v in stats["failed_toggles_per_episode"].items()}
     assert toggles == {k: counts[f"failed toggles {k}"] for k in ("red", "blue", "none")}
     assert stats["steps_facing_the_locked_door"] * steps == pytest.approx(counts["facing the locked door"])
+    assert stats["steps_the_change_alters"] * steps == pytest.approx(counts["altered"]) and counts["altered"]
     for k in ("red", "blue"):
         assert stats["steps_carrying"][k] * steps == pytest.approx(counts[f"carrying {k}"])
         assert stats["steps_facing_a_key"][k] * steps == pytest.approx(counts[f"facing {k}"])

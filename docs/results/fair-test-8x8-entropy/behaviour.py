@@ -13,7 +13,8 @@ from this checkout (envs/batched.py), the agent from --code.
 
 Per checkpoint, shares of episodes: reaching the goal; by the first key picked up (red, blue, none); ever carrying
 each colour; with a drop. Failed toggles of the locked door per episode, by what the agent carried. Shares of steps:
-facing the locked door; carrying each colour; facing a key of each colour empty-handed, with the policy's mean
+facing the locked door; whose view the change alters (the key-distance model's target differs between the red and
+the blue key: the data the model needs after the change); carrying each colour; facing a key of each colour empty-handed, with the policy's mean
 probability of picking it up there (over those steps, so a run that stares at a key weighs more; None where it never
 faces one); each action. tests/test_fair_test.py checks the counts on a hand-worked episode and against a plain loop
 over MiniGrid's own env objects.
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 from envs import BatchedColorDoorKey, is_color_door_key, resolve_env_id, view_columns  # noqa: E402
 from envs.batched import DOOR, EMPTY, KEY, LOCKED  # noqa: E402
+from envs.views import key_distance  # noqa: E402
 
 ACTIONS = ("left", "right", "forward", "pickup", "drop", "toggle", "done")  # MiniGrid's order
 PICKUP, DROP, TOGGLE = (ACTIONS.index(a) for a in ("pickup", "drop", "toggle"))
@@ -132,6 +134,9 @@ def play(agent, env_id: str, color: str, episodes: int, layout_seed: int, seed: 
         for name, held in holding.items():
             count[f"failed toggles carrying {name}"] += int((failed & held).sum())
         count["steps facing the locked door"] += int(facing_locked.sum())
+        image = env._view(rows)  # the view the policy saw: does the key-distance model's target change with the key?
+        changed = key_distance(image, COLOURS["red"]) != key_distance(image, COLOURS["blue"])
+        count["steps the change alters"] += int((live & changed).sum())
         for index, action in enumerate(ACTIONS):
             count[action] += int((live & (actions == index)).sum())
         obs, reward, terminated, truncated, _ = env.step(actions)
@@ -154,6 +159,7 @@ def play(agent, env_id: str, color: str, episodes: int, layout_seed: int, seed: 
         episodes_with_a_drop=float(dropped.mean()),
         failed_toggles_per_episode={k: count[f"failed toggles carrying {k}"] / episodes for k in (*COLOURS, "none")},
         steps_facing_the_locked_door=count["steps facing the locked door"] / steps,
+        steps_the_change_alters=count["steps the change alters"] / steps,
         steps_carrying={name: count[f"steps carrying {name}"] / steps for name in COLOURS},
         steps_facing_a_key={name: facing[name] / steps for name in COLOURS},
         pickup_probability_facing_a_key={
