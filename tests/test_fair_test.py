@@ -281,11 +281,22 @@ class Scripted:
         return action, torch.where(action == chosen, 0.0, -torch.inf)
 
 
-class Uniform:
-    """A torch policy that gives every action probability 1/7."""
+class SeededAgent:
+    """`algos/ppo.py`'s agent with seeded weights and a policy head of std 1 (far from uniform), in float64 so that
+    a batch of 7 rows and one of 7 x 12 give the same probabilities to the last bits that matter."""
 
+    def __init__(self):
+        spec = importlib.util.spec_from_file_location("ppo_for_behaviour", ROOT / "algos/ppo.py")
+        ppo = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(ppo)
+        torch.manual_seed(11)
+        self.agent = ppo.Agent(980, 7)
+        ppo.layer_init(self.agent.actor[-1], std=1.0)
+        self.agent.double()
+
+    @torch.no_grad()
     def get_action_and_value(self, obs, action):
-        return action, torch.distributions.Categorical(logits=torch.zeros(len(obs), 7)).log_prob(action)
+        return self.agent.get_action_and_value(torch.as_tensor(obs).double(), action)[:2]
 
 
 ACTION_NAMES = ["left", "right", "forward", "pickup", "drop", "toggle", "done"]
@@ -361,9 +372,9 @@ def minigrid_counts(policy, env_id, color, episodes, layout_seed, seed):
 
 def test_the_behaviour_script_counts_what_a_plain_minigrid_loop_counts():
     behaviour = load_behaviour()
-    n = 12
-    stats = behaviour.play(Uniform(), "ColorDoorKey-6x6-v0", "blue", episodes=n, layout_seed=40, seed=5)
-    counts, actions, pickups, steps = minigrid_counts(Uniform(), "ColorDoorKey-6x6-v0", "blue", n, 40, 5)
+    n, policy = 12, SeededAgent()  # a policy of what it sees: the observations must reach it, each with its row
+    stats = behaviour.play(policy, "ColorDoorKey-6x6-v0", "blue", episodes=n, layout_seed=40, seed=5)
+    counts, actions, pickups, steps = minigrid_counts(policy, "ColorDoorKey-6x6-v0", "blue", n, 40, 5)
     assert stats["mean_length"] * n == steps and stats["success"] * n == counts["success"]
     assert {k: v * n for k, v in stats["first_key"].items()} == {
         k: counts[f"first {k}"] for k in ("red", "blue", "none")
@@ -422,7 +433,42 @@ def test_the_behaviour_script_reads_a_checkpoint_left_by_a_stopped_run(tmp_path)
     for flags, message in (
         ([tmp_path / "nope.pt"], "no such checkpoint"),
         ([checkpoint, "--random"], "give checkpoints or --random, not both"),
-        (["--random", "--env", "MiniGrid-Empty-5x5-v0"], "--env must be a ColorDoorKey env"),
+        (["--random", "--env", "MiniGrid-Empty-5x5-v0"], "must be a ColorDoorKey env with a red and a blue key"),
+        (["--random", "--color", "green"], "--color must be one of red, blue, got green"),
     ):
         bad = forked.run([script, *flags], tmp_path)
         assert bad.returncode == 2 and message in bad.stderr.strip().splitlines()[-1], bad.stderr
+
+
+def test_the_behaviour_tables_split_the_runs_by_the_task_after_the_change(tmp_path):
+    def row(label, seed, success, checkpoint, color="blue"):
+        shares = dict(red=0.5, blue=0.5)
+        return dict(
+            checkpoint=checkpoint, label=label, seed=seed, global_step=2_250_000, color=color, env="E",
+            layout_seed=1, episodes=10, success=success, first_key=dict(red=0.5, blue=0.5, none=0.0),
+            episodes_carrying=shares, failed_toggles_per_episode=dict(red=1.0, blue=0.0, none=0.0),
+            steps_facing_the_locked_door=0.1, steps_the_change_alters=0.8, steps_carrying=shares,
+            steps_facing_a_key=shares, pickup_probability_facing_a_key=dict(red=None, blue=0.25), actions={},
+        )  # fmt: skip
+
+    rows = [row("a", 1, 0.0, "a1/2300000.pt"), row("a", 1, 0.3, "a1/2300000.pt"), row("a", 2, 0.9, "a2/2300000.pt")]
+    rows += [row("a", 3, 0.5, "a3/2300000.pt"), row("a", 3, 0.2, "a3/1900000.pt", color="red")]
+    (tmp_path / "behaviour.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "random.jsonl").write_text(json.dumps(row("random", 0, 0.01, "-")) + "\n")
+    runs = [dict(method="a", seed=s, phases=[{}, dict(return_window=r)]) for s, r in ((1, 0.1), (2, 0.95), (3, 0.85))]
+    (tmp_path / "results.json").write_text(json.dumps(dict(runs=runs)))
+    script = ROOT / "docs/results/fair-test-8x8-entropy/behaviour_table.py"
+    result = forked.run([script, tmp_path], tmp_path)
+    assert result.returncode == 0, result.stderr
+    medians = [line for line in result.stdout.splitlines() if line.startswith("| median")]
+    # at 2.3M: seeds 2 and 3 do the task (0.9 and 0.5: median 0.70), seed 1 not (its last row: 0.30); at 1.9M the one
+    # row is before the change (red), in no median
+    assert medians == [
+        "| median, 2 runs after the change, doing the task | - | blue | - | 0.70 | 0.50 / 0.50 / 0.00 | 0.50 | 1.00 "
+        "| 0.10 | 0.80 | - / 0.25 | 0.50 / 0.50 |",
+        "| median, 1 run after the change, not doing it | - | blue | - | 0.30 | 0.50 / 0.50 / 0.00 | 0.50 | 1.00 "
+        "| 0.10 | 0.80 | - / 0.25 | 0.50 / 0.50 |",
+    ]
+    (tmp_path / "random.jsonl").write_text(json.dumps(row("random", 0, 0.01, "-", color="red")) + "\n")
+    mismatched = forked.run([script, tmp_path], tmp_path)
+    assert mismatched.returncode == 1 and "the random policy's row is not on" in mismatched.stderr

@@ -36,7 +36,7 @@ from minigrid.core.constants import COLOR_TO_IDX, DIR_TO_VEC
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
-from envs import BatchedColorDoorKey, is_color_door_key, resolve_env_id, view_columns  # noqa: E402
+from envs import BatchedColorDoorKey, is_color_door_key, key_colors, resolve_env_id, view_columns  # noqa: E402
 from envs.batched import DOOR, EMPTY, KEY, LOCKED  # noqa: E402
 from envs.views import key_distance  # noqa: E402
 
@@ -69,15 +69,25 @@ def load_agent(path: Path, code: Path):
     spec = importlib.util.spec_from_file_location("algorithm", code / "algos" / file)
     module = importlib.util.module_from_spec(spec)
     path_before = list(sys.path)
-    spec.loader.exec_module(module)  # defines the file's classes (its main block does not run)
-    sys.path[:] = path_before  # the file puts its checkout first; later imports stay this checkout's
+    try:
+        spec.loader.exec_module(module)  # defines the file's classes (its main block does not run)
+    finally:
+        sys.path[:] = path_before  # the file puts its checkout first; later imports stay this checkout's
     checkpoint = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_pickle_module(module))
     args = checkpoint["args"]
-    env_id = resolve_env_id(args.env)
+    env_id = checked_env(args.env)
     obs_dim = BatchedColorDoorKey(1, **gym.spec(env_id).kwargs).single_observation_space.shape[0]
     agent = module.Agent(obs_dim, len(ACTIONS), bf16=False, columns=view_columns(env_id))
     agent.load_state_dict(checkpoint["stateful"]["agent"])
     return agent.eval(), args, checkpoint["values"]
+
+
+def checked_env(name: str) -> str:
+    """The env id of `name`, if it is a ColorDoorKey env with a red and a blue key (what the counts are about)."""
+    env_id = resolve_env_id(name)
+    if not is_color_door_key(env_id) or set(key_colors(env_id)) != set(COLOURS):
+        raise ValueError(f"the env must be a ColorDoorKey env with a red and a blue key, got {name}")
+    return env_id
 
 
 def action_probabilities(agent, obs: np.ndarray) -> np.ndarray:
@@ -171,8 +181,12 @@ def play(agent, env_id: str, color: str, episodes: int, layout_seed: int, seed: 
 
 
 def commit_of(code: Path) -> str | None:
-    result = subprocess.run(["git", "-C", str(code), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return result.stdout.strip() or None
+    """The checkout's commit, with "+changes" when its tracked files differ from it."""
+    head = subprocess.run(["git", "-C", str(code), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if not head:
+        return None
+    changed = subprocess.run(["git", "-C", str(code), "diff", "--quiet", "HEAD"], capture_output=True).returncode != 0
+    return head + ("+changes" if changed else "")
 
 
 def main() -> None:
@@ -194,22 +208,24 @@ def main() -> None:
     missing = [str(p) for p in options.checkpoints if not p.is_file()]
     if missing:
         parser.error(f"no such checkpoint: {missing[0]}")
-    if options.random:
-        try:
-            if not is_color_door_key(resolve_env_id(options.env)):
-                parser.error(f"--env must be a ColorDoorKey env, got {options.env}")
-        except ValueError as error:
-            parser.error(str(error))
+    if options.color not in (None, *COLOURS):
+        parser.error(f"--color must be one of {', '.join(COLOURS)}, got {options.color}")
+    try:
+        random_env = checked_env(options.env) if options.random else None
+    except ValueError as error:
+        parser.error(str(error))
+    script = commit_of(ROOT)  # this checkout: the env's rules and the counting
     for path in options.checkpoints or [None]:
         if path is None:
-            agent, env_id, color, where = None, resolve_env_id(options.env), options.color or "red", {}
+            agent, env_id, color, where = None, random_env, options.color or "red", {}
         else:
             agent, args, values = load_agent(path, options.code)
             env_id = resolve_env_id(args.env)
             color = options.color or args.correct_key_colors[values["phase"]]
             where = dict(checkpoint=str(path), code=commit_of(options.code), label=args.exp_name, seed=args.seed)
             where["global_step"] = values["global_step"]
-        row = dict(**where, env=env_id, color=color, layout_seed=options.layout_seed, action_seed=options.seed)
+        row = dict(**where, script=script, env=env_id, color=color, layout_seed=options.layout_seed)
+        row["action_seed"] = options.seed
         row["policy"] = "random" if agent is None else "agent"
         row.update(play(agent, env_id, color, options.episodes, options.layout_seed, options.seed))
         line = json.dumps(row)

@@ -3,11 +3,14 @@ task after the change.
 
     python docs/results/fair-test-8x8-entropy/behaviour_table.py docs/results/fair-test-8x8-entropy
 
-Reads the folder's behaviour.jsonl (behaviour.py's rows; a checkpoint's milestone is its file name, the first
-checkpoint a run wrote at or after that step), random.jsonl (a uniformly random policy on the same layouts) and
-results.json (common.analyze's: each run's mean return over the last 100k steps of each phase). Prints one table
-per milestone, a row per run, and the medians of the runs that do the task after the change (a return of at least
-0.8 there) beside those that do not.
+Reads the folder's behaviour.jsonl (behaviour.py's rows, the last of each checkpoint's), random.jsonl (a uniformly
+random policy on the same layouts, the same number of episodes, blue correct) and results.json (common.analyze's:
+each run's mean return over the last 100k steps of each phase). A checkpoint's milestone is its file name: the
+checkpoint the run had last written when its log passed that step (a copy every 30 s; a run writes one every 204,800
+steps), so its own step, in the table, can lie up to about 200k before the milestone or, where the copying began
+late, after it; the phase's correct key is beside it. Prints one table per milestone, a row per run, and the
+medians, after the change, of the runs that do the task after it (a return of at least 0.8 there) beside those that
+do not.
 """
 
 import json
@@ -51,33 +54,45 @@ def medians(rows: list[dict]):
 
 
 def main(folder: Path) -> None:
-    rows = [json.loads(line) for line in (folder / "behaviour.jsonl").read_text().splitlines()]
+    rows = {}  # by checkpoint: its last row
+    for line in (folder / "behaviour.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        rows[row["checkpoint"]] = row
     (random,) = [json.loads(line) for line in (folder / "random.jsonl").read_text().splitlines()]
+    for row in rows.values():
+        same = ("env", "layout_seed", "episodes")
+        if any(row[k] != random[k] for k in same) or random["color"] != "blue":
+            sys.exit(
+                f"error: the random policy's row is not on {row['checkpoint']}'s env, layouts and episodes, blue correct"
+            )
     after = {
         (run["method"], run["seed"]): run["phases"][1]["return_window"]
         for run in json.loads((folder / "results.json").read_text())["runs"]
     }
     by_milestone = defaultdict(list)
-    for row in rows:
+    for row in rows.values():
         by_milestone[int(Path(row["checkpoint"]).stem)].append(row)
-    header = "| run | step | return after the change | " + " | ".join(COLUMNS) + " |"
-    rule = "|" + "-|" * (3 + len(COLUMNS))
+    header = "| run | step | correct key | return after the change | " + " | ".join(COLUMNS) + " |"
+    rule = "|" + "-|" * (4 + len(COLUMNS))
     for milestone, group in sorted(by_milestone.items()):
-        print(f"\n### At the first checkpoint from step {milestone:,}\n\n{header}\n{rule}")
-        print("| a random policy | - | - | " + " | ".join(cell(read(random)) for read in COLUMNS.values()) + " |")
+        print(f"\n### Milestone {milestone:,}\n\n{header}\n{rule}")
+        print(
+            "| a random policy | - | blue | - | " + " | ".join(cell(read(random)) for read in COLUMNS.values()) + " |"
+        )
         kept, lost = [], []
         for row in sorted(group, key=lambda r: (r["label"], r["seed"])):
             task = after.get((row["label"], row["seed"]))
             if task is None:  # not among the analysed runs (unfinished)
                 continue
-            (kept if task >= TASK_BAR else lost).append(row)
+            if row["color"] == "blue":  # after the change
+                (kept if task >= TASK_BAR else lost).append(row)
             cells = " | ".join(cell(read(row)) for read in COLUMNS.values())
-            print(f"| {row['label']} {row['seed']} | {row['global_step']:,} | {task:.3f} | {cells} |")
-        for name, part in (("doing the task after the change", kept), ("not doing it", lost)):
+            print(f"| {row['label']} {row['seed']} | {row['global_step']:,} | {row['color']} | {task:.3f} | {cells} |")
+        for name, part in (("after the change, doing the task", kept), ("after the change, not doing it", lost)):
             if part:
                 cells = " | ".join(cell(value) for value in medians(part))
                 runs = f"{len(part)} run" + ("s" if len(part) > 1 else "")
-                print(f"| median, {runs} {name} | - | - | {cells} |")
+                print(f"| median, {runs} {name} | - | blue | - | {cells} |")
 
 
 if __name__ == "__main__":
