@@ -62,9 +62,8 @@ def main(folder: Path) -> None:
     for row in rows.values():
         same = ("env", "layout_seed", "episodes")
         if any(row[k] != random[k] for k in same) or random["color"] != "blue":
-            sys.exit(
-                f"error: the random policy's row is not on {row['checkpoint']}'s env, layouts and episodes, blue correct"
-            )
+            where = f"{row['checkpoint']}'s env, layouts and episodes, blue correct"
+            sys.exit(f"error: the random policy's row is not on {where}")
     after = {
         (run["method"], run["seed"]): run["phases"][1]["return_window"]
         for run in json.loads((folder / "results.json").read_text())["runs"]
