@@ -351,6 +351,7 @@ def minigrid_counts(policy, env_id, color, episodes, layout_seed, seed):
                 pickups[front.color] += probs[3]
             counts[f"carrying {before}"] += 1
             counts["facing the locked door"] += facing_locked
+            counts[f"facing the locked door carrying {before}"] += facing_locked
             image = u.gen_obs()["image"]
             counts["altered"] += key_distance(image, COLOR_TO_IDX["red"]) != key_distance(image, COLOR_TO_IDX["blue"])
             actions[action] += 1
@@ -385,6 +386,8 @@ def test_the_behaviour_script_counts_what_a_plain_minigrid_loop_counts():
     toggles = {k: v * n for k, v in stats["failed_toggles_per_episode"].items()}
     assert toggles == {k: counts[f"failed toggles {k}"] for k in ("red", "blue", "none")}
     assert stats["steps_facing_the_locked_door"] * steps == pytest.approx(counts["facing the locked door"])
+    by_key = {k: v * steps for k, v in stats["steps_facing_the_locked_door_carrying"].items()}
+    assert by_key == pytest.approx({k: counts[f"facing the locked door carrying {k}"] for k in ("red", "blue", "none")})
     assert stats["steps_the_change_alters"] * steps == pytest.approx(counts["altered"]) and counts["altered"]
     for k in ("red", "blue"):
         assert stats["steps_carrying"][k] * steps == pytest.approx(counts[f"carrying {k}"])
@@ -447,7 +450,8 @@ def test_the_behaviour_tables_split_the_runs_by_the_task_after_the_change(tmp_pa
             checkpoint=checkpoint, label=label, seed=seed, global_step=2_250_000, color=color, env="E",
             layout_seed=1, episodes=10, success=success, first_key=dict(red=0.5, blue=0.5, none=0.0),
             episodes_carrying=shares, failed_toggles_per_episode=dict(red=1.0, blue=0.0, none=0.0),
-            steps_facing_the_locked_door=0.1, steps_the_change_alters=0.8, steps_carrying=shares,
+            steps_facing_the_locked_door=0.1, steps_the_change_alters=0.8,
+            steps_facing_the_locked_door_carrying=dict(red=0.05, blue=0.05, none=0.0), steps_carrying=shares,
             steps_facing_a_key=shares, pickup_probability_facing_a_key=dict(red=None, blue=0.25), actions={},
         )  # fmt: skip
 
@@ -465,9 +469,9 @@ def test_the_behaviour_tables_split_the_runs_by_the_task_after_the_change(tmp_pa
     # row is before the change (red), in no median
     assert medians == [
         "| median, 2 runs after the change, doing the task | - | blue | - | 0.70 | 0.50 / 0.50 / 0.00 | 0.50 | 1.00 "
-        "| 0.10 | 0.80 | - / 0.25 | 0.50 / 0.50 |",
+        "| 0.05 / 0.05 / 0.00 | 0.80 | - / 0.25 | 0.50 / 0.50 |",
         "| median, 1 run after the change, not doing it | - | blue | - | 0.30 | 0.50 / 0.50 / 0.00 | 0.50 | 1.00 "
-        "| 0.10 | 0.80 | - / 0.25 | 0.50 / 0.50 |",
+        "| 0.05 / 0.05 / 0.00 | 0.80 | - / 0.25 | 0.50 / 0.50 |",
     ]
     (tmp_path / "random.jsonl").write_text(json.dumps(row("random", 0, 0.01, "-", color="red")) + "\n")
     mismatched = forked.run([script, tmp_path], tmp_path)

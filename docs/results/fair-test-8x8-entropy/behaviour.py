@@ -13,7 +13,7 @@ from this checkout (envs/batched.py), the agent from --code.
 
 Per checkpoint, shares of episodes: reaching the goal; by the first key picked up (red, blue, none); ever carrying
 each colour; with a drop. Failed toggles of the locked door per episode, by what the agent carried. Shares of steps:
-facing the locked door; whose view the change alters (the key-distance model's target differs between the red and
+facing the locked door (and so, by what the agent carries); whose view the change alters (the key-distance model's target differs between the red and
 the blue key: the data the model needs after the change); carrying each colour; facing a key of each colour
 empty-handed, with the policy's mean probability of picking it up there (over those steps, so a run that stares at a
 key weighs more; None where it never faces one); each action. tests/test_fair_test.py checks the counts on a
@@ -143,6 +143,7 @@ def play(agent, env_id: str, color: str, episodes: int, layout_seed: int, seed: 
             count[f"pickup probability facing a {name} key"] += float(probabilities[can_pick, PICKUP].sum())
         for name, held in holding.items():
             count[f"failed toggles carrying {name}"] += int((failed & held).sum())
+            count[f"steps facing the locked door carrying {name}"] += int((facing_locked & held).sum())
         count["steps facing the locked door"] += int(facing_locked.sum())
         image = env._view(rows)  # the view the policy saw: does the key-distance model's target change with the key?
         changed = key_distance(image, COLOURS["red"]) != key_distance(image, COLOURS["blue"])
@@ -169,6 +170,9 @@ def play(agent, env_id: str, color: str, episodes: int, layout_seed: int, seed: 
         episodes_with_a_drop=float(dropped.mean()),
         failed_toggles_per_episode={k: count[f"failed toggles carrying {k}"] / episodes for k in (*COLOURS, "none")},
         steps_facing_the_locked_door=count["steps facing the locked door"] / steps,
+        steps_facing_the_locked_door_carrying={
+            k: count[f"steps facing the locked door carrying {k}"] / steps for k in (*COLOURS, "none")
+        },
         steps_the_change_alters=count["steps the change alters"] / steps,
         steps_carrying={name: count[f"steps carrying {name}"] / steps for name in COLOURS},
         steps_facing_a_key={name: facing[name] / steps for name in COLOURS},

@@ -25,7 +25,9 @@ COLUMNS = {  # a column's title, and how to read it from a row
     "first key red / blue / none": lambda r: tuple(r["first_key"][k] for k in ("red", "blue", "none")),
     "carried blue": lambda r: r["episodes_carrying"]["blue"],
     "failed toggles with red": lambda r: r["failed_toggles_per_episode"]["red"],
-    "steps facing the locked door": lambda r: r["steps_facing_the_locked_door"],
+    "steps facing the locked door with red / blue / nothing": lambda r: tuple(
+        r["steps_facing_the_locked_door_carrying"][k] for k in ("red", "blue", "none")
+    ),
     "steps the change alters": lambda r: r["steps_the_change_alters"],
     "p(pickup) facing red / blue": lambda r: tuple(r["pickup_probability_facing_a_key"][k] for k in ("red", "blue")),
     "steps facing a red / blue key": lambda r: tuple(r["steps_facing_a_key"][k] for k in ("red", "blue")),
