@@ -17,7 +17,8 @@ facing the locked door (in all, and by what the agent carries); whose view the c
 model's target differs between the red and the blue key: the data the model needs after the change); carrying each
 colour; facing a key of each colour empty-handed, with the policy's mean probability of picking it up there (over
 those steps, so a run that stares at a key weighs more; None where it never faces one); each action.
-tests/test_fair_test.py checks the counts on a hand-worked episode and against a plain loop over MiniGrid's own env objects.
+tests/test_fair_test.py checks the counts on a hand-worked episode and against a plain loop over MiniGrid's own env
+objects.
 """
 
 import argparse
