@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 from envs import BatchedColorDoorKey, is_color_door_key, key_colors, resolve_env_id, view_columns  # noqa: E402
 from envs.batched import DOOR, EMPTY, KEY, LOCKED  # noqa: E402
-from envs.views import key_distance  # noqa: E402
+from envs.views import target_changed  # noqa: E402
 
 ACTIONS = ("left", "right", "forward", "pickup", "drop", "toggle", "done")  # MiniGrid's order
 PICKUP, DROP, TOGGLE = (ACTIONS.index(a) for a in ("pickup", "drop", "toggle"))
@@ -135,7 +135,8 @@ def play(agent, env_id: str, color: str, episodes: int, layout_seed: int, seed: 
         pick = live & (actions == PICKUP) & (front == KEY) & holding["none"]
         first_key = np.where(pick & (first_key < 0), front_color, first_key)
         dropped |= live & (actions == DROP) & (front == EMPTY) & ~holding["none"]
-        failed = facing_locked & (actions == TOGGLE) & ~(~holding["none"] & (env.carry_color == env.door_key))
+        right_key = ~holding["none"] & (env.carry_color == env.door_key)
+        failed = facing_locked & (actions == TOGGLE) & ~right_key
         for name, index in COLOURS.items():
             carried[name] |= pick & (front_color == index)
             count[f"steps carrying {name}"] += int((live & holding[name]).sum())
@@ -145,9 +146,8 @@ def play(agent, env_id: str, color: str, episodes: int, layout_seed: int, seed: 
         for name, held in holding.items():
             count[f"failed toggles carrying {name}"] += int((failed & held).sum())
             count[f"steps facing the locked door carrying {name}"] += int((facing_locked & held).sum())
-        count["steps facing the locked door"] += int(facing_locked.sum())
-        image = env._view(rows)  # the view the policy saw: does the key-distance model's target change with the key?
-        changed = key_distance(image, COLOURS["red"]) != key_distance(image, COLOURS["blue"])
+        # the views whose key-distance target the change alters, by the held-out sets' rule (envs/views.py)
+        changed = target_changed("key_distance", obs, actions, COLOURS["red"], COLOURS["blue"])
         count["steps the change alters"] += int((live & changed).sum())
         for index, action in enumerate(ACTIONS):
             count[action] += int((live & (actions == index)).sum())
@@ -159,6 +159,7 @@ def play(agent, env_id: str, color: str, episodes: int, layout_seed: int, seed: 
         live &= ~ended
     steps = int(length.sum())
     facing = {name: count[f"steps facing a {name} key"] for name in COLOURS}
+    facing_door = {k: count[f"steps facing the locked door carrying {k}"] for k in (*COLOURS, "none")}
     return dict(
         episodes=episodes,
         success=float(success.mean()),
@@ -170,10 +171,8 @@ def play(agent, env_id: str, color: str, episodes: int, layout_seed: int, seed: 
         episodes_carrying={name: float(carried[name].mean()) for name in COLOURS},
         episodes_with_a_drop=float(dropped.mean()),
         failed_toggles_per_episode={k: count[f"failed toggles carrying {k}"] / episodes for k in (*COLOURS, "none")},
-        steps_facing_the_locked_door=count["steps facing the locked door"] / steps,
-        steps_facing_the_locked_door_carrying={
-            k: count[f"steps facing the locked door carrying {k}"] / steps for k in (*COLOURS, "none")
-        },
+        steps_facing_the_locked_door=sum(facing_door.values()) / steps,  # red and blue are the only keys
+        steps_facing_the_locked_door_carrying={k: n / steps for k, n in facing_door.items()},
         steps_the_change_alters=count["steps the change alters"] / steps,
         steps_carrying={name: count[f"steps carrying {name}"] / steps for name in COLOURS},
         steps_facing_a_key={name: facing[name] / steps for name in COLOURS},
