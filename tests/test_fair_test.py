@@ -476,3 +476,63 @@ def test_the_behaviour_tables_split_the_runs_by_the_task_after_the_change(tmp_pa
     (tmp_path / "random.jsonl").write_text(json.dumps(row("random", 0, 0.01, "-", color="red")) + "\n")
     mismatched = forked.run([script, tmp_path], tmp_path)
     assert mismatched.returncode == 1 and "the random policy's row is not on" in mismatched.stderr
+
+
+def test_the_task_loss_diagnosis_reads_windows_around_the_change_from_event_files_and_series(tmp_path):
+    """Two hand-made runs (one change at 200k, 400k steps): one keeps the task, one loses it. Their window means are
+    worked out by hand; the rows made from the committed series of the same runs agree on the return and entropy."""
+    sweep = tmp_path / "sweep" / "runs"
+    for seed, after in ((1, 0.85), (2, 0.0)):
+        run = sweep / f"E-v0__m__{seed}__1700000000"
+        with SummaryWriter(run) as writer:
+            for step in range(0, 400_000, 1000):
+                changed = step >= 200_000
+                writer.add_scalar("charts/phase", int(changed), step)
+                writer.add_scalar(
+                    "charts/episodic_return", (after if step >= 300_000 else 0.0) if changed else 0.9, step
+                )
+                writer.add_scalar("charts/episodic_length", 20, step)
+                writer.add_scalar("losses/entropy", (1.0 if seed == 2 else 0.5) if changed else 0.2, step)
+                writer.add_scalar("losses/approx_kl", 0.01 if changed else 0.02, step)
+                writer.add_scalar("losses/clipfrac", 0.125, step)
+                writer.add_scalar("losses/value_loss", 0.5 if changed else 0.25, step)
+        (run / "finished.json").write_text("{}")
+    script = ROOT / "docs/results/ppo-task-loss-8x8/update_windows.py"
+    made = forked.run([script, "rows", sweep, "--out", tmp_path / "rows.jsonl"], tmp_path)
+    assert made.returncode == 0, made.stderr
+    rows = {r["seed"]: r for r in map(json.loads, (tmp_path / "rows.jsonl").read_text().splitlines())}
+    assert (rows[1]["outcome"], rows[2]["outcome"]) == ("kept", "lost")
+    kept = rows[1]["windows"]
+    assert rows[1]["change"] == 200_000 and rows[1]["last"] == 399_000
+    assert kept["before"] == pytest.approx(
+        {"return": 0.9, "entropy": 0.2, "approx_kl": 0.02, "clipfrac": 0.125, "value_loss": 0.25}
+    )
+    # after the change the return is 0 until 300k, then 0.85: 100k-300k after it is [300k, 500k), cut at the run's end
+    assert kept["0-100k"]["return"] == 0.0 and kept["100k-300k"]["return"] == pytest.approx(0.85)
+    assert kept["100k-300k"]["entropy"] == 0.5 and kept["0-100k"]["approx_kl"] == pytest.approx(0.01)
+    assert math.isnan(kept["300k-600k"]["return"]) and math.isnan(kept["300k-600k"]["entropy"])  # past the run's end
+    # the last 100k steps (299,001-399,000): the episodes of the whole 2,000-step bins inside, 300k-398k
+    assert kept["end"]["return"] == pytest.approx(0.85) and rows[2]["windows"]["end"]["return"] == 0.0
+    assert rows[2]["windows"]["end"]["entropy"] == 1.0
+
+    assert series.main([str(tmp_path / "sweep"), "--out", str(tmp_path / "s.jsonl.gz")]) == 0
+    from_series = forked.run(
+        [script, "rows", tmp_path / "s.jsonl.gz", "--out", tmp_path / "series_rows.jsonl"], tmp_path
+    )
+    assert from_series.returncode == 0, from_series.stderr
+    for r in map(json.loads, (tmp_path / "series_rows.jsonl").read_text().splitlines()):
+        for window, means in r["windows"].items():
+            for key in ("return", "entropy"):
+                a, b = means[key], rows[r["seed"]]["windows"][window][key]
+                assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, abs=1e-4), (window, key)
+            assert math.isnan(means["approx_kl"])  # the series keeps no update statistics
+
+    table = forked.run([script, "table", tmp_path / "rows.jsonl", "--pool", "m"], tmp_path)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert "| kept | 1 | 0.90 | 0.00 | 0.85 | - | - | 0.85 |" in lines
+    assert "| E-v0 | m | 2 | 0.20 | 2.5e-01 | 0.90 / 0.00 | 0.00 | lost |" in lines
+    missing = forked.run([script, "table", tmp_path / "nope.jsonl"], tmp_path)
+    assert missing.returncode == 1 and "no rows file at" in missing.stderr.strip().splitlines()[-1]
+    unknown = forked.run([script, "table", tmp_path / "rows.jsonl", "--pool", "other"], tmp_path)
+    assert unknown.returncode == 1 and "no runs of ['other']" in unknown.stderr
