@@ -479,41 +479,63 @@ def test_the_behaviour_tables_split_the_runs_by_the_task_after_the_change(tmp_pa
 
 
 def test_the_task_loss_diagnosis_reads_windows_around_the_change_from_event_files_and_series(tmp_path):
-    """Two hand-made runs (one change at 200k, 400k steps): one keeps the task, one loses it. Their window means are
-    worked out by hand; the rows made from the committed series of the same runs agree on the return and entropy."""
+    """Hand-made runs (one change at 200k; an episode every 1,000 steps; the last logged step 399,999) with each
+    outcome; their window means are worked out by hand, their task windows agree with common.analyze's, and the rows
+    made from the committed series of the same runs agree on the return and the entropy."""
+
+    def after_change(seed, step):  # the return of an episode after the change
+        if seed in (2, 4) or step < 300_000:
+            return 0.0
+        if seed == 1:  # 80 of the last 100k steps' 100 episodes at 1, 20 at 0: a mean of exactly 0.8
+            return 0.0 if (step // 1000) % 5 == 0 else 1.0
+        return 0.875  # seed 3 learns the task after the change, seed 5 keeps it
+
     sweep = tmp_path / "sweep" / "runs"
-    for seed, after in ((1, 0.85), (2, 0.0)):
+    for seed in (1, 2, 3, 4, 5):
         run = sweep / f"E-v0__m__{seed}__1700000000"
         with SummaryWriter(run) as writer:
             for step in range(0, 400_000, 1000):
                 changed = step >= 200_000
+                before = 0.875 if seed in (1, 2, 5) else 0.25
                 writer.add_scalar("charts/phase", int(changed), step)
-                writer.add_scalar(
-                    "charts/episodic_return", (after if step >= 300_000 else 0.0) if changed else 0.9, step
-                )
+                writer.add_scalar("charts/episodic_return", after_change(seed, step) if changed else before, step)
                 writer.add_scalar("charts/episodic_length", 20, step)
-                writer.add_scalar("losses/entropy", (1.0 if seed == 2 else 0.5) if changed else 0.2, step)
-                writer.add_scalar("losses/approx_kl", 0.01 if changed else 0.02, step)
+                writer.add_scalar("losses/entropy", 0.25 * seed if changed else 0.125 * seed, step)
+                writer.add_scalar("losses/approx_kl", 0.015625 if changed else 0.03125, step)
                 writer.add_scalar("losses/clipfrac", 0.125, step)
                 writer.add_scalar("losses/value_loss", 0.5 if changed else 0.25, step)
+            for tag, value in (("charts/phase", 1), ("losses/entropy", 0.25 * seed)):  # the run's last logged step:
+                writer.add_scalar(tag, value, 399_999)  # its last window ends at 400,000 (the series keeps the entropy)
         (run / "finished.json").write_text("{}")
     script = ROOT / "docs/results/ppo-task-loss-8x8/update_windows.py"
     made = forked.run([script, "rows", sweep, "--out", tmp_path / "rows.jsonl"], tmp_path)
     assert made.returncode == 0, made.stderr
     rows = {r["seed"]: r for r in map(json.loads, (tmp_path / "rows.jsonl").read_text().splitlines())}
-    assert (rows[1]["outcome"], rows[2]["outcome"]) == ("kept", "lost")
+    assert {seed: r["outcome"] for seed, r in rows.items()} == {1: "kept", 2: "lost", 3: "late", 4: "never", 5: "kept"}
     kept = rows[1]["windows"]
-    assert rows[1]["change"] == 200_000 and rows[1]["last"] == 399_000
-    assert kept["before"] == pytest.approx(
-        {"return": 0.9, "entropy": 0.2, "approx_kl": 0.02, "clipfrac": 0.125, "value_loss": 0.25}
-    )
-    # after the change the return is 0 until 300k, then 0.85: 100k-300k after it is [300k, 500k), cut at the run's end
-    assert kept["0-100k"]["return"] == 0.0 and kept["100k-300k"]["return"] == pytest.approx(0.85)
-    assert kept["100k-300k"]["entropy"] == 0.5 and kept["0-100k"]["approx_kl"] == pytest.approx(0.01)
+    assert rows[1]["change"] == 200_000 and rows[1]["last"] == 399_999
+    assert kept["before"] == {
+        "return": 0.875,
+        "entropy": 0.125,
+        "approx_kl": 0.03125,
+        "clipfrac": 0.125,
+        "value_loss": 0.25,
+    }
+    # after the change the return is 0 until 300k: 0-100k after it is [200k, 300k), 100k-300k is [300k, 500k), cut at
+    # the run's end; the last 100k steps, [300k, 400k), hold the 100 episodes of 50 whole bins: 80 of 1 and 20 of 0
+    assert kept["0-100k"]["return"] == 0.0 and kept["100k-300k"]["return"] == 0.8 and kept["end"]["return"] == 0.8
+    assert kept["100k-300k"]["entropy"] == 0.25 and kept["0-100k"]["approx_kl"] == 0.015625
     assert math.isnan(kept["300k-600k"]["return"]) and math.isnan(kept["300k-600k"]["entropy"])  # past the run's end
-    # the last 100k steps (299,001-399,000): the episodes of the whole 2,000-step bins inside, 300k-398k
-    assert kept["end"]["return"] == pytest.approx(0.85) and rows[2]["windows"]["end"]["return"] == 0.0
-    assert rows[2]["windows"]["end"]["entropy"] == 1.0
+    assert rows[1]["solved_at"][0] is not None and rows[4]["solved_at"] == [None, None]
+    for seed, row in rows.items():  # the outcome is the fair test's: common.analyze's task window of each phase
+        scalars = analyze.read_scalars(sweep / f"E-v0__m__{seed}__1700000000")
+        phases = analyze.phase_metrics(
+            scalars, 10, dict(train=1.0, eval=1.0, changed=1.0), 0.8, episodes=series.episode_bins(scalars)
+        )
+        assert [p["return_window"] for p in phases] == [
+            row["windows"]["before"]["return"],
+            row["windows"]["end"]["return"],
+        ]
 
     assert series.main([str(tmp_path / "sweep"), "--out", str(tmp_path / "s.jsonl.gz")]) == 0
     from_series = forked.run(
@@ -521,6 +543,7 @@ def test_the_task_loss_diagnosis_reads_windows_around_the_change_from_event_file
     )
     assert from_series.returncode == 0, from_series.stderr
     for r in map(json.loads, (tmp_path / "series_rows.jsonl").read_text().splitlines()):
+        assert r["outcome"] == rows[r["seed"]]["outcome"] and r["solved_at"] == rows[r["seed"]]["solved_at"]
         for window, means in r["windows"].items():
             for key in ("return", "entropy"):
                 a, b = means[key], rows[r["seed"]]["windows"][window][key]
@@ -530,8 +553,14 @@ def test_the_task_loss_diagnosis_reads_windows_around_the_change_from_event_file
     table = forked.run([script, "table", tmp_path / "rows.jsonl", "--pool", "m"], tmp_path)
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert "| kept | 1 | 0.90 | 0.00 | 0.85 | - | - | 0.85 |" in lines
-    assert "| E-v0 | m | 2 | 0.20 | 2.5e-01 | 0.90 / 0.00 | 0.00 | lost |" in lines
+    # kept: seeds 1 and 5, medians of two runs (after the change 0.8 and 0.875; entropy 0.25 and 1.25)
+    assert "| kept | 2 | 0.88 | 0.00 | 0.84 | - | - | 0.84 |" in lines
+    assert "| kept | 2 | 0.38 | 0.75 | 0.75 | - | - | 0.75 |" in lines
+    assert "| late | 1 | 0.25 | 0.00 | 0.88 | - | - | 0.88 |" in lines
+    assert "| never | 1 | 0.25 | 0.00 | 0.00 | - | - | 0.00 |" in lines
+    each = [line for line in lines if line.startswith("| E-v0 | m |")]
+    assert [line.split(" | ")[2] for line in each] == ["1", "2", "5"]  # did the task before the change; by entropy
+    assert each[1].endswith("| 0.88 / 0.00 | 0.00 | lost |")
     missing = forked.run([script, "table", tmp_path / "nope.jsonl"], tmp_path)
     assert missing.returncode == 1 and "no rows file at" in missing.stderr.strip().splitlines()[-1]
     unknown = forked.run([script, "table", tmp_path / "rows.jsonl", "--pool", "other"], tmp_path)

@@ -10,9 +10,10 @@ A run's outcome, by the fair test's task measure (the mean return over a phase's
 `kept` (both phases), `lost` (the first only), `late` (the second only), `never` (neither). The windows are steps
 from the change (the first step logged in the second phase): the last 100k before it, then 0-100k, 100k-300k,
 300k-600k and 600k-1M after it, and the run's last 100k. The return of a window is the mean of the episodes that
-ended in it; the others are means of one value per PPO iteration: the entropy, the approximate KL divergence and
-the value loss of the update's last minibatch (as CleanRL logs them), the clip fraction over all its minibatches.
-Only finished runs with a single change are read.
+ended in the whole 2,000-step bins inside it (the fair test's `return_window`); the others are means of one value
+per PPO iteration: the entropy, the approximate KL divergence and the value loss of the update's last minibatch (as
+CleanRL logs them), the clip fraction over all its minibatches. `solved_at`: per phase, the step at which the mean
+return of 100 episodes first reached 0.8 (None: never). Only finished runs with a single change are read.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout's c
 
 from common.analyze import find_runs  # noqa: E402
 from common.learning_summary import phase_starts  # noqa: E402
-from common.series import episode_bins, window_mean  # noqa: E402
+from common.series import episode_bins, episode_summary, window_mean  # noqa: E402
 from common.tb import read_scalars  # noqa: E402
 
 TAGS = {
@@ -83,9 +84,10 @@ def rows(folders: list[Path]) -> list[dict]:
             continue
         last = max(s for values in scalars.values() for s, _ in values)
         windows = window_means(scalars, run.episodes if from_series else episode_bins(scalars), starts[1], last)
+        solved = [phase["solved_at"] for phase in (run.summary if from_series else episode_summary(scalars))]
         out.append(
             dict(run=run.path.name, env=run.env, method=run.method, seed=run.seed, change=starts[1], last=last)
-            | dict(outcome=outcome(windows), windows=windows)
+            | dict(outcome=outcome(windows), solved_at=solved, windows=windows)
         )
     return out
 
@@ -135,9 +137,9 @@ def table(records: list[dict], pool: list[str] | None = None) -> str:
         learned = [r for group in groups.values() for r in group if r["outcome"] in ("kept", "lost")]
         lines += [
             "\nEach run that did the task before the change, by its entropy over the last 100k steps before it\n",
-            "| env | method | seed | entropy | value loss | return before / at the end | lowest return after "
-            "| outcome |",
-            "|-|-|-:|-:|-:|-|-:|-|",
+            "| env | method | seed | entropy | value loss | first solved | return before / at the end "
+            "| lowest return after | outcome |",
+            "|-|-|-:|-:|-:|-:|-|-:|-|",
         ]
         for r in sorted(learned, key=lambda r: r["windows"]["before"]["entropy"]):
             w = r["windows"]
@@ -150,6 +152,7 @@ def table(records: list[dict], pool: list[str] | None = None) -> str:
             )
             lines.append(
                 f"| {r['env']} | {r['method']} | {r['seed']} | {w['before']['entropy']:.2f} | {value_loss} | "
+                f"{'-' if r['solved_at'][0] is None else format(r['solved_at'][0], ',')} | "
                 f"{before:.2f} / {end:.2f} | {fmt(low, 'return')} | {r['outcome']} |"
             )
     return "\n".join(lines)
