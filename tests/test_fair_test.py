@@ -565,3 +565,100 @@ def test_the_task_loss_diagnosis_reads_windows_around_the_change_from_event_file
     assert missing.returncode == 1 and "no rows file at" in missing.stderr.strip().splitlines()[-1]
     unknown = forked.run([script, "table", tmp_path / "rows.jsonl", "--pool", "other"], tmp_path)
     assert unknown.returncode == 1 and "no runs of ['other']" in unknown.stderr
+
+
+def test_a_continuation_goes_on_as_the_run_did_unless_reseeded_or_changed(tmp_path):
+    """continue_run.py on the checkpoint of a stopped ppo.py run: unchanged, it logs what the uninterrupted run logged
+    after that step; re-seeded or with a flag changed, it does not; bad input is a one-line error before a folder."""
+    flags = ["--env", "ColorDoorKey-6x6", "--seed", "3", "--num-envs", "4", "--num-steps", "64"]
+    flags += ["--total-timesteps", "3072", "--change-steps", "1536", "--checkpoint-every", "1", "--exp-name", "p"]
+    whole = forked.run([ROOT / "algos/ppo.py", *flags, "--runs-dir", tmp_path / "whole"], tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    stopped = forked.start([ROOT / "algos/ppo.py", *flags, "--runs-dir", tmp_path / "stopped"], tmp_path)
+    assert stopped.stdout.readline().startswith("run folder: ") and stopped.stdout.readline().startswith("step")
+    stopped.send_signal(signal.SIGINT)
+    stopped.communicate(timeout=120)
+    (checkpoint,) = (tmp_path / "stopped").glob("*/checkpoint.pt")
+    copy = tmp_path / "copy.pt"
+    copy.write_bytes(checkpoint.read_bytes())
+    script = ROOT / "docs/results/ppo-task-loss-8x8/continue_run.py"
+    spec = importlib.util.spec_from_file_location("continue_run", script)
+    continue_run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(continue_run)
+    step = int(continue_run.read_header(copy)["values"]["global_step"])  # without ppo.py's classes
+    assert 0 < step < 3072
+
+    def scalars_after(folder):
+        (run,) = folder.glob("ColorDoorKey-6x6__*")
+        tags = analyze.read_scalars(run)
+        return run, {
+            tag: [(s, v) for s, v in points if s > step] for tag, points in tags.items() if tag != "charts/SPS"
+        }
+
+    _, reference = scalars_after(tmp_path / "whole")
+    out = lambda name: ["--code", ROOT, "--out", tmp_path / name]  # noqa: E731
+    same = forked.run([script, copy, *out("same"), "--label", "same"], tmp_path)
+    assert same.returncode == 0, same.stderr
+    run, continued = scalars_after(tmp_path / "same")
+    assert continued == reference and run.name.startswith("ColorDoorKey-6x6__p-same__3__")
+    record = json.loads((run / "continuation.json").read_text())
+    assert (record["global_step"], record["sets"], record["reseed"], record["algorithm"]) == (step, {}, None, "ppo.py")
+    again = forked.run([script, copy, *out("same"), "--label", "same"], tmp_path)
+    assert again.returncode == 0 and "finished already" in again.stdout
+
+    reseeded = forked.run([script, copy, *out("reseeded"), "--label", "r1", "--reseed", "1"], tmp_path)
+    assert reseeded.returncode == 0, reseeded.stderr
+    _, other = scalars_after(tmp_path / "reseeded")
+    assert other.keys() == reference.keys() and other["losses/value_loss"] != reference["losses/value_loss"]
+    assert [s for s, _ in other["losses/value_loss"]] == [s for s, _ in reference["losses/value_loss"]]
+
+    changed = [script, copy, *out("changed"), "--label", "e", "--set", "ent_coef=0.5", "--set", "total_timesteps=2048"]
+    result = forked.run(changed, tmp_path)
+    assert result.returncode == 0, result.stderr
+    _, shorter = scalars_after(tmp_path / "changed")
+    assert max(s for s, _ in shorter["losses/entropy"]) == 2048  # the new budget
+    assert shorter["losses/policy_loss"] != reference["losses/policy_loss"][: len(shorter["losses/policy_loss"])]
+
+    for bad, message in (
+        ([tmp_path / "nope.pt", *out("bad"), "--label", "x"], "no checkpoint at"),
+        ([copy, *out("bad"), "--label", "x", "--set", "bogus=1"], "--set bogus: the run has no such flag"),
+        ([copy, *out("bad"), "--label", "x", "--set", "ent_coef=much"], "--set ent_coef: 'much' is not a float"),
+        ([copy, *out("bad"), "--label", "x", "--set", "ent_coef"], "--set takes name=value"),
+    ):
+        failed = forked.run([script, *bad], tmp_path)
+        assert failed.returncode == 1 and message in failed.stderr.strip().splitlines()[-1], failed.stderr
+    assert not (tmp_path / "bad").exists()
+
+    # the probe's commands: every variant for a run that lost the task, the control for one that kept it
+    copies = tmp_path / "copies"
+    runs = []
+    for method, seed, before, after in (
+        ("ppo-ent-coef-0.01", 1, 0.9, 0.1),  # lost
+        ("ppo-ent-coef-0.01", 2, 0.85, 0.9),  # kept
+        ("ppo_poi_progress-interest-error", 6, 0.85, 0.9),  # kept, not PPO: no continuation
+        ("ppo-ent-coef-0.01", 3, 0.5, 0.9),  # never did the task before the change
+        ("ppo-ent-coef-0.03", 4, 0.9, 0.0),  # an arm the probe does not read
+        ("ppo-ent-coef-0.01", 5, 0.9, 0.0),  # no copy
+    ):
+        phases = [{"return_window": before}, {"return_window": after}]
+        runs.append({"env": "E", "method": method, "seed": seed, "phases": phases})
+        if seed != 5:
+            (copies / f"E__{method}__{seed}").mkdir(parents=True)
+            (copies / f"E__{method}__{seed}" / "1900000.pt").write_bytes(copy.read_bytes())
+    (tmp_path / "results.json").write_text(json.dumps({"runs": runs}))
+    planner = ROOT / "docs/results/ppo-task-loss-8x8/continuations.py"
+    base = [planner, tmp_path / "results.json", copies, "--code", ROOT, "--out", tmp_path / "probe"]
+    planned = forked.run([*base, "--change", "3072"], tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    lines = planned.stdout.splitlines()
+    assert [(line.split()[2].split("/")[-2], line.split("--label ")[1].split()[0]) for line in lines] == [
+        ("E__ppo-ent-coef-0.01__1", "v0"),
+        ("E__ppo-ent-coef-0.01__1", "ent-0.03"),
+        ("E__ppo-ent-coef-0.01__1", "ent-0"),
+        ("E__ppo-ent-coef-0.01__2", "v0"),
+    ]
+    assert all("--reseed 1" in line and "--set=total_timesteps=3000000" in line for line in lines)
+    assert "--set=ent_coef=0.03" in lines[1] and "--set=ent_coef=0.0" in lines[2]
+    assert "ppo-ent-coef-0.01__3: did not do the task" in planned.stderr and "__5: no copy" in planned.stderr
+    late = forked.run([*base, "--change", str(step)], tmp_path)  # the copies' step is not before this change
+    assert late.returncode == 0 and late.stdout.strip() == "" and "after the change" in late.stderr
