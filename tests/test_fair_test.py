@@ -3,10 +3,12 @@ must have), the per-run series (binned episodes, an exact round trip), and the a
 event files and from the committed series alike; the 8x8 follow-up's behaviour script on a scripted policy and
 a stopped run's checkpoint."""
 
+import dataclasses
 import gzip
 import importlib.util
 import json
 import math
+import random
 import signal
 from collections import Counter
 from pathlib import Path
@@ -612,53 +614,94 @@ def test_a_continuation_goes_on_as_the_run_did_unless_reseeded_or_changed(tmp_pa
     assert other.keys() == reference.keys() and other["losses/value_loss"] != reference["losses/value_loss"]
     assert [s for s, _ in other["losses/value_loss"]] == [s for s, _ in reference["losses/value_loss"]]
 
-    changed = [script, copy, *out("changed"), "--label", "e", "--set", "ent_coef=0.5", "--set", "total_timesteps=2048"]
-    result = forked.run(changed, tmp_path)
+    changes = ["--label", "e", "--reseed", "2", "--set", "ent_coef=0.5", "--set", "total_timesteps=2560"]
+    result = forked.run([script, copy, *out("changed"), *changes], tmp_path)
     assert result.returncode == 0, result.stderr
     _, shorter = scalars_after(tmp_path / "changed")
-    assert max(s for s, _ in shorter["losses/entropy"]) == 2048  # the new budget
+    assert max(s for s, _ in shorter["losses/entropy"]) == 2560  # the new budget
     assert shorter["losses/policy_loss"] != reference["losses/policy_loss"][: len(shorter["losses/policy_loss"])]
+    # the same continuation stopped after its first iteration (its own checkpoint holds the changed flags) and resumed
+    # by the same command ends as the one that was not stopped
+    halted = forked.start([script, copy, *out("halted"), *changes], tmp_path)
+    assert halted.stdout.readline().startswith("continuation: ")
+    assert halted.stdout.readline().startswith("run folder: ") and halted.stdout.readline().startswith("step")
+    halted.send_signal(signal.SIGINT)
+    halted.communicate(timeout=120)
+    (own,) = (tmp_path / "halted").glob("*/checkpoint.pt")
+    saved = continue_run.read_header(own)
+    assert saved["args"].ent_coef == 0.5 and step < int(saved["values"]["global_step"]) < 2560
+    resumed = forked.run([script, copy, *out("halted"), *changes], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert scalars_after(tmp_path / "halted")[1] == shorter
+    other_changes = [*changes[:-3], "ent_coef=0.25", *changes[-2:]]
+    refused = forked.run([script, copy, *out("halted"), *other_changes], tmp_path)
+    assert refused.returncode == 1 and "was made with other changes" in refused.stderr
+
+    # the edit itself: the arguments replaced, every random stream re-seeded from K, the rest as it was
+    @dataclasses.dataclass
+    class Flags:
+        ent_coef: float = 0.01
+        seed: int = 3
+
+    net = {"w": torch.ones(2)}
+    saved = dict(args=Flags(), rng={}, stateful=dict(agent=net, noise=torch.Generator().manual_seed(5).get_state()))
+    edited = continue_run.edit(saved, {"ent_coef": "0.125"}, 7)
+    assert edited["args"] == Flags(ent_coef=0.125) and edited["stateful"]["agent"] is net
+    assert torch.equal(edited["stateful"]["noise"], torch.Generator().manual_seed(7000).get_state())
+    random.seed(7), np.random.seed(7), torch.manual_seed(7)
+    assert edited["rng"]["python"] == random.getstate() and torch.equal(edited["rng"]["torch"], torch.get_rng_state())
+    assert all(np.array_equal(a, b) for a, b in zip(edited["rng"]["numpy"], np.random.get_state()))
 
     for bad, message in (
         ([tmp_path / "nope.pt", *out("bad"), "--label", "x"], "no checkpoint at"),
         ([copy, *out("bad"), "--label", "x", "--set", "bogus=1"], "--set bogus: the run has no such flag"),
         ([copy, *out("bad"), "--label", "x", "--set", "ent_coef=much"], "--set ent_coef: 'much' is not a float"),
         ([copy, *out("bad"), "--label", "x", "--set", "ent_coef"], "--set takes name=value"),
+        ([copy, *out("bad"), "--label", "x", "--set", "seed=4"], "--set seed: cannot be set"),
+        ([copy, *out("bad"), "--label", "x", "--set", f"total_timesteps={step}"], f"at step {step:,} already"),
     ):
         failed = forked.run([script, *bad], tmp_path)
         assert failed.returncode == 1 and message in failed.stderr.strip().splitlines()[-1], failed.stderr
     assert not (tmp_path / "bad").exists()
 
-    # the probe's commands: every variant for a run that lost the task, the control for one that kept it
-    copies = tmp_path / "copies"
-    runs = []
-    for method, seed, before, after in (
-        ("ppo-ent-coef-0.01", 1, 0.9, 0.1),  # lost
-        ("ppo-ent-coef-0.01", 2, 0.85, 0.9),  # kept
-        ("ppo_poi_progress-interest-error", 6, 0.85, 0.9),  # kept, not PPO: no continuation
-        ("ppo-ent-coef-0.01", 3, 0.5, 0.9),  # never did the task before the change
-        ("ppo-ent-coef-0.03", 4, 0.9, 0.0),  # an arm the probe does not read
-        ("ppo-ent-coef-0.01", 5, 0.9, 0.0),  # no copy
+    # the probe's commands: every variant for a run that lost the task by 3M, the control for PPO's that kept it
+    copies, records = tmp_path / "copies", []
+    for method, seed, before, at3, at4, copy_step in (
+        ("ppo-ent-coef-0.01", 1, 0.9, 0.1, 0.9, 1_843_200),  # lost by 3M (back by 4M: the probe's horizon is 3M)
+        ("ppo-ent-coef-0.01", 2, 0.85, 0.9, 0.9, 1_843_200),  # kept
+        ("ppo_poi_progress-interest-error", 6, 0.85, 0.9, 0.9, 1_843_200),  # kept, not PPO: nothing
+        ("ppo-ent-coef-0.01", 3, 0.5, 0.9, 0.9, 1_843_200),  # never did the task before the change
+        ("ppo-ent-coef-0.03", 4, 0.9, 0.0, 0.0, 1_843_200),  # an arm the probe does not read
+        ("ppo-ent-coef-0.01", 5, 0.9, 0.0, 0.0, None),  # no copy
+        ("ppo-ent-coef-0.01", 7, 0.9, 0.0, 0.0, 2_048_000),  # its copy is from after the change
     ):
-        phases = [{"return_window": before}, {"return_window": after}]
-        runs.append({"env": "E", "method": method, "seed": seed, "phases": phases})
-        if seed != 5:
+        bins = np.arange(2000)  # 2,000-step bins, one episode each, up to 4M
+        returns = np.where(bins * 2000 < 2_000_896, before, np.where(bins * 2000 < 3_000_000, at3, at4))
+        episodes = {"bin": 2000, "count": [1] * 2000, "return": returns.tolist(), "length": [20] * 2000}
+        tags = {"charts/phase": [[0, 2_000_896], [0, 1]], "losses/entropy": [[0, 3_999_744], [0.1, 0.1]]}
+        records.append(dict(run=f"E__{method}__{seed}__1", env="E", method=method, seed=seed, finished=True,
+                            tags=tags, episodes=episodes, phases=[]))  # fmt: skip
+        if copy_step is not None:
             (copies / f"E__{method}__{seed}").mkdir(parents=True)
-            (copies / f"E__{method}__{seed}" / "1900000.pt").write_bytes(copy.read_bytes())
-    (tmp_path / "results.json").write_text(json.dumps({"runs": runs}))
+            torch.save(
+                {"file": "ppo.py", "values": {"global_step": copy_step}}, copies / f"E__{method}__{seed}/1900000.pt"
+            )
+    series.write(records, tmp_path / "s.jsonl.gz")
     planner = ROOT / "docs/results/ppo-task-loss-8x8/continuations.py"
-    base = [planner, tmp_path / "results.json", copies, "--code", ROOT, "--out", tmp_path / "probe"]
-    planned = forked.run([*base, "--change", "3072"], tmp_path)
+    base = [planner, tmp_path / "s.jsonl.gz", copies, "--code", ROOT, "--out", tmp_path / "probe"]
+    planned = forked.run([*base, "--expect", "7"], tmp_path)
     assert planned.returncode == 0, planned.stderr
     lines = planned.stdout.splitlines()
-    assert [(line.split()[2].split("/")[-2], line.split("--label ")[1].split()[0]) for line in lines] == [
-        ("E__ppo-ent-coef-0.01__1", "v0"),
-        ("E__ppo-ent-coef-0.01__1", "ent-0.03"),
-        ("E__ppo-ent-coef-0.01__1", "ent-0"),
-        ("E__ppo-ent-coef-0.01__2", "v0"),
-    ]
-    assert all("--reseed 1" in line and "--set=total_timesteps=3000000" in line for line in lines)
-    assert "--set=ent_coef=0.03" in lines[1] and "--set=ent_coef=0.0" in lines[2]
-    assert "ppo-ent-coef-0.01__3: did not do the task" in planned.stderr and "__5: no copy" in planned.stderr
-    late = forked.run([*base, "--change", str(step)], tmp_path)  # the copies' step is not before this change
-    assert late.returncode == 0 and late.stdout.strip() == "" and "after the change" in late.stderr
+    labels = [(line.split()[2].split("/")[-2], line.split("--label ")[1].split()[0]) for line in lines]
+    lost, kept = "E__ppo-ent-coef-0.01__1", "E__ppo-ent-coef-0.01__2"
+    assert labels == [(lost, "v0"), (lost, "v0-r2"), (lost, "ent-0.03"), (lost, "ent-0"), (kept, "v0")]
+    assert all("--set=total_timesteps=3000000" in line for line in lines)
+    assert [line.split("--reseed ")[1].split()[0] for line in lines] == ["1", "2", "1", "1", "1"]
+    assert "--set=ent_coef=0.03" in lines[2] and "--set=ent_coef=0.0" in lines[3]
+    notes = planned.stderr
+    assert "__1 0.900 / 0.100 / 0.900: lost by 3,000,000, gets every variant" in notes
+    assert "error__6 0.850 / 0.900 / 0.900: kept by 3,000,000, gets nothing" in notes
+    assert "0.01__3 0.500" in notes and "did not do the task before the change" in notes and "__5" in notes
+    assert "__7" in notes and "is from step 2,048,000, after the change" in notes and "0.03__4" not in notes
+    short = forked.run([*base, "--expect", "50"], tmp_path)
+    assert short.returncode == 1 and "holds 7 finished runs, not 50" in short.stderr

@@ -7,11 +7,12 @@ paired continuations of one state, to see what changes whether the run keeps the
 The new folder, `<out>/<env>__<the run's exp name>-<label>__<seed>__<time>`, gets the checkpoint and a
 `continuation.json` (the source, its step, the changes, the code's commit). Then the algorithm file of the `--code`
 checkout resumes it (`--resume`), with the checkpoint's arguments changed by each `--set name=value` (the value read
-as the field's type; what the file fills in from other flags, such as the batch size, is filled in again) and, with `--reseed K`, the global
-random states of python, numpy and torch replaced by those seeded with K (the envs' own states stay: the same worlds
-go on). Without `--set` and `--reseed` the run goes on exactly as the original did. A folder that exists already
-resumes where it stopped (its own checkpoint), so a stopped continuation goes on with the same command; a finished
-one is left as it is.
+as the field's type; the flags the file derives from others, the seed and `--resume` cannot be set) and, with
+`--reseed K`, the random streams of the run re-seeded from K: python's, numpy's and torch's global states and every
+torch generator the file checkpoints (a noise reward's, a held-out evaluation's). The envs' own generators stay as
+they were: the worlds of each env are drawn as in the original run. Without `--set` and `--reseed` the run goes on
+exactly as the original did. The same command on a folder that exists resumes it where it stopped (its own
+checkpoint) or, finished, leaves it; a different `--set`, `--reseed` or source with the same label is refused.
 """
 
 from __future__ import annotations
@@ -40,10 +41,15 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
     return sets
 
 
+FIXED = ("seed", "resume", "batch_size", "minibatch_size", "num_iterations")  # kept, or derived from other flags
+
+
 def typed(args, name: str, text: str):
     """`text` as the value of `args`' field `name`, of the type of its current value."""
     if name not in vars(args):
         raise ValueError(f"--set {name}: the run has no such flag")
+    if name in FIXED:
+        raise ValueError(f"--set {name}: cannot be set (the seed is the state's; the others are derived)")
     current = getattr(args, name)
     if isinstance(current, bool):
         if text not in ("True", "False"):
@@ -71,13 +77,23 @@ def seeded_states(seed: int) -> dict:
 
 
 def edit(checkpoint: dict, sets: dict[str, str], reseed: int | None) -> dict:
-    """The checkpoint with its arguments changed and its global random states re-seeded (in place; returned)."""
+    """The checkpoint with its arguments changed and its random streams re-seeded (in place; returned): the global
+    states seeded with `reseed`, the i-th torch generator it keeps (a state as `Generator.get_state` gives it, in the
+    order of `stateful`) with `reseed` * 1000 + i."""
     args = checkpoint["args"]
     changes = {name: typed(args, name, text) for name, text in sets.items()}
     checkpoint["args"] = dataclasses.replace(args, **changes)
     if reseed is not None:
         checkpoint["rng"] = seeded_states(reseed)
+        generators = [name for name, state in checkpoint["stateful"].items() if is_generator_state(state)]
+        for i, name in enumerate(generators):
+            checkpoint["stateful"][name] = torch.Generator().manual_seed(reseed * 1000 + i).get_state()
     return checkpoint
+
+
+def is_generator_state(state) -> bool:
+    """A torch generator's state as a checkpoint keeps it (networks and optimisers keep dicts)."""
+    return isinstance(state, torch.Tensor) and state.dtype == torch.uint8 and state.dim() == 1
 
 
 def commit_of(code: Path) -> str:
@@ -91,18 +107,23 @@ def read_header(source: Path) -> dict:
 
 
 def prepare(source: Path, code: Path, out: Path, label: str, sets: dict, reseed: int | None) -> Path:
-    """The continuation's folder: made, with the checkpoint and continuation.json, unless one exists already."""
+    """The continuation's folder: made, with the checkpoint and continuation.json, unless one with this label exists
+    already (then it must have been made from the same source with the same changes)."""
     header = read_header(source)
     args = header["args"]
     prefix = f"{args.env}__{args.exp_name}-{label}__{args.seed}__"
+    record = dict(source=str(source.resolve()), global_step=int(header["values"]["global_step"]), sets=sets)
+    record |= dict(reseed=reseed, code=str(code.resolve()), commit=commit_of(code), algorithm=header["file"])
     existing = sorted(out.glob(prefix + "*"))
     if existing:
+        made = json.loads((existing[-1] / "continuation.json").read_text())
+        keys = ("source", "global_step", "sets", "reseed", "algorithm")
+        if any(made[key] != record[key] for key in keys):
+            raise ValueError(f"{existing[-1]} was made with other changes or from another checkpoint: another --label")
         return existing[-1]
     folder = out / f"{prefix}{int(time.time())}"
     folder.mkdir(parents=True)
     (folder / "checkpoint.pt").write_bytes(source.read_bytes())
-    record = dict(source=str(source), global_step=int(header["values"]["global_step"]), sets=sets, reseed=reseed)
-    record |= dict(code=str(code), commit=commit_of(code), algorithm=header["file"])
     (folder / "continuation.json").write_text(json.dumps(record, indent=1) + "\n")
     return folder
 
@@ -165,11 +186,13 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--code {args.code}: no algos/ there")
         sets = parse_sets(args.sets)
         header = read_header(args.checkpoint)
-        for name, text in sets.items():
-            typed(header["args"], name, text)  # a bad --set fails here, before a folder is made
+        values = {name: typed(header["args"], name, text) for name, text in sets.items()}  # a bad --set fails here
+        step = int(header["values"]["global_step"])
+        if values.get("total_timesteps", header["args"].total_timesteps) <= step:
+            raise ValueError(f"--set total_timesteps: the checkpoint is at step {step:,} already")
+        folder = prepare(args.checkpoint, args.code, args.out, args.label, sets, args.reseed)
     except (ValueError, OSError, RuntimeError) as error:
         sys.exit(f"error: {error}")
-    folder = prepare(args.checkpoint, args.code, args.out, args.label, sets, args.reseed)
     if (folder / "finished.json").is_file():
         print(f"continuation: {folder} finished already")
         return 0
