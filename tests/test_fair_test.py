@@ -705,3 +705,73 @@ def test_a_continuation_goes_on_as_the_run_did_unless_reseeded_or_changed(tmp_pa
     assert "__7" in notes and "is from step 2,048,000, after the change" in notes and "0.03__4" not in notes
     short = forked.run([*base, "--expect", "50"], tmp_path)
     assert short.returncode == 1 and "holds 7 finished runs, not 50" in short.stderr
+
+
+def test_the_follow_up_verdict_applies_the_plan_s_gates_and_outcomes(tmp_path):
+    """verdict.py on hand-made analyses, one per outcome of the plan (the gates counted by hand), and on a real
+    analysis of the 8x8 study's committed series (the ratio its page publishes, 0.58)."""
+    spec = importlib.util.spec_from_file_location("verdict", ROOT / "docs/results/fair-test-8x8-entropy/verdict.py")
+    verdict = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(verdict)
+    arms = [*verdict.NON_INTEREST, verdict.I3]
+
+    def folder(name, counts, cis, fragile=()):
+        """counts: arm -> (doing the task before, after) of 10 runs; cis: comparator -> I3's 95% CI against it."""
+        out = tmp_path / name
+        runs = []
+        for arm, (before, after) in zip(arms, counts):
+            for i in range(10):
+                phases = [{"return_window": 0.9 if i < before else 0.1}, {"return_window": 0.9 if i < after else 0.1}]
+                runs.append({"method": arm, "seed": 211 + i, "finished": True, "phases": phases})
+        out.mkdir()
+        (out / "results.json").write_text(json.dumps({"runs": runs}))
+        for a, (low, high) in cis.items():
+            point = (low + high) / 2
+            readings = {"threshold x1, span 10": {"iqm": point, "low": low, "high": high}, "span 30": {"iqm": 0.9}}
+            if a in fragile:
+                readings["span 30"]["iqm"] = 1.1
+            row = {"env": "E", "phase": 1, "method": verdict.I3, "readings": readings, "corrected": [low, high]}
+            (out / f"against-{a}").mkdir()
+            (out / f"against-{a}" / "results.json").write_text(json.dumps({"robustness": [row]}))
+        return out
+
+    f1, f2a, f2, f6 = verdict.NON_INTEREST
+    # F1 9/6: a comparator needs at least 7 (and 6) before, 4 after; I3 passes with at least 8 / 5 (each at its bound)
+    counts = [(9, 6), (9, 7), (5, 9), (7, 4), (8, 5)]
+    cases = {
+        "win": (counts, {f1: (0.4, 0.9), f2a: (0.5, 0.95), f6: (0.3, 0.8)}, (), 1),
+        "fragile": (counts, {f1: (0.4, 0.9), f2a: (0.5, 0.95), f6: (0.3, 0.8)}, (f6,), 1),
+        "win over F1 alone": ([(9, 6), (6, 7), (5, 9), (9, 3), (8, 6)], {f1: (0.4, 0.9)}, (), 2),
+        "I3 fails its gate": ([(9, 6), (9, 7), (5, 9), (7, 4), (7, 6)], {f1: (0.4, 0.9), f2a: (0.5, 0.9),
+                                                                         f6: (0.3, 0.8)}, (), 3),
+        "no replication": (counts, {f1: (0.8, 1.2), f2a: (0.5, 0.95), f6: (0.3, 0.8)}, (), 4),
+        "breadth matches": (counts, {f1: (0.4, 0.9), f2a: (0.8, 1.3), f6: (0.3, 0.8)}, (), 5),
+        "cannot tell": (counts, {f1: (0.4, 0.9), f2a: (0.5, 1.1), f6: (0.3, 0.8)}, (), 6),
+        "breadth at the bounds": (counts, {f1: (0.4, 0.9), f2a: (0.75, 1.0), f6: (0.3, 0.8)}, (), 5),
+        "just below them": (counts, {f1: (0.4, 0.9), f2a: (0.74, 1.3), f6: (0.3, 0.99)}, (), 6),
+    }  # fmt: skip
+    for name, (case_counts, cis, fragile, number) in cases.items():
+        out = folder(name.replace(" ", "-"), case_counts, cis, fragile)
+        result = forked.run([ROOT / "docs/results/fair-test-8x8-entropy/verdict.py", out], tmp_path)
+        assert result.returncode == 0, (name, result.stderr)
+        last = result.stdout.strip().splitlines()[-1]
+        assert last.startswith(f"Outcome {number}{' (fragile)' if fragile else ''}: "), (name, last)
+        comparators = [line.split(" | ")[0][2:] for line in result.stdout.splitlines() if "| comparator |" in line]
+        assert comparators == list(cis), name
+    table = forked.run([ROOT / "docs/results/fair-test-8x8-entropy/verdict.py", tmp_path / "win"], tmp_path).stdout
+    assert f"| {f2} | 10 of 10 | 5 / 9 | not a comparator |" in table
+    assert f"| {verdict.I3} | 10 of 10 | 8 / 5 | passes its gate |" in table
+    (tmp_path / "win" / f"against-{f6}" / "results.json").unlink()
+    missing = forked.run([ROOT / "docs/results/fair-test-8x8-entropy/verdict.py", tmp_path / "win"], tmp_path)
+    assert missing.returncode == 1 and f"against-{f6}/results.json" in missing.stderr
+
+    # the robustness row of a real analysis (the 8x8 study's error interest against PPO at entropy 0.01)
+    real = tmp_path / "real"
+    assert analyze.main([
+        str(ROOT / "docs/results/fair-test-8x8/series.jsonl.gz"), "--baseline", f1, "--frontier", f1,
+        "--judge-against-baseline", verdict.I3, "--methods", f1, verdict.I3, "--span", "10", "--changed-threshold",
+        "1", "--eval-threshold", "1", "--train-threshold", "1", "--reps", "100", "--out", str(real / f"against-{f1}"),
+    ]) == 0  # fmt: skip
+    reading = verdict.against(real, f1)
+    assert reading["ratio"] == pytest.approx(0.5802, abs=1e-4) and reading["ci"] == reading["verdict_ci"]
+    assert reading["ci"][0] < reading["ratio"] < reading["ci"][1] and not reading["fragile"]
