@@ -775,3 +775,48 @@ def test_the_follow_up_verdict_applies_the_plan_s_gates_and_outcomes(tmp_path):
     reading = verdict.against(real, f1)
     assert reading["ratio"] == pytest.approx(0.5802, abs=1e-4) and reading["ci"] == reading["verdict_ci"]
     assert reading["ci"][0] < reading["ratio"] < reading["ci"][1] and not reading["fragile"]
+
+
+def test_the_diayn_probe_choice_passes_qualifies_and_decides_as_its_plan_says():
+    """choose.py's reading of a run (hand-made phases and scalars) and its decision (amendment 1) on hand-made
+    counts."""
+    spec = importlib.util.spec_from_file_location("choose", ROOT / "docs/results/diayn-ways-8x8/choose.py")
+    choose = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(choose)
+
+    def run(returns, accuracies, largest=0.125):
+        phases = [
+            {"start": 0, "length": 200_000, "return_window": returns[0]},
+            {"start": 200_000, "length": 200_000, "return_window": returns[1]},
+        ]
+        steps = range(0, 400_000, 2048)
+        scalars = {
+            "diayn/skill_env_return": [(s, returns[s >= 200_000]) for s in steps],
+            "diayn/skill_env_episodes": [(s, 3) for s in steps],
+            "diayn/disc_accuracy_fresh": [(s, accuracies[s >= 200_000]) for s in steps],
+            **{f"skills/prob_{k}": [(s, largest if k == 0 else (1 - largest) / 7) for s in steps] for k in range(8)},
+        }
+        return choose.judge({"phases": phases}, scalars)
+
+    both = run((0.9, 0.9), (0.5, 0.5))
+    assert both["passes"] and both["qualifies"]
+    lost = run((0.9, 0.1), (0.5, 0.5))  # the task lost after the change, the skills distinct: qualifies
+    assert not lost["passes"] and lost["qualifies"]
+    assert not run((0.5, 0.9), (0.5, 0.5))["qualifies"]  # the first phase not solved
+    assert not run((0.9, 0.9), (0.5, 0.2))["qualifies"]  # the skills at chance after the change
+    assert not run((0.9, 0.9), (0.3, 0.3), largest=0.25)["passes"]  # accuracy within 0.1 of the largest probability
+
+    ways = choose.WAYS
+    ranks, qualifying = {w: (0, 0, 0.1) for w in ways}, {w: 0 for w in ways}
+    assert "no skill study on these ways" in choose.decide(ranks, qualifying)
+    ranks[ways[2]], qualifying[ways[1]] = (1, 1, 0.3), 2  # the choice qualifies in none: the best qualifying way
+    assert (
+        choose.decide(ranks, qualifying)
+        == f"chosen: {ways[2]}; the skill study's plan uses {ways[1]} (qualifies in 2 of 3)"
+    )
+    qualifying[ways[2]] = 2  # the choice qualifies in 2 of 3
+    assert choose.decide(ranks, qualifying).startswith(f"chosen: {ways[2]} (qualifies in 2 of 3")
+    ranks[ways[3]] = (2, 2, 0.2)  # a way that passes in 2 of 3 is chosen first
+    assert choose.decide(ranks, qualifying).startswith(f"chosen: {ways[3]} (passes in 2 of 3")
+    ranks[ways[0]] = (2, 2, 0.2)  # ties go to the earlier way
+    assert choose.decide(ranks, qualifying).startswith(f"chosen: {ways[0]} (passes in 2 of 3")

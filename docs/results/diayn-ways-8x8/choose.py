@@ -10,9 +10,12 @@ distribution (the largest `skills/prob_<k>` of each iteration). A phase is solve
 are at least 0.8; the skills are distinct when the accuracy is at least 0.25 and at least 0.1 above
 the largest probability (a discriminator that ignores the state and names the likeliest skill scores
 about that probability; a run without `skills/prob_<k>` in its series fails this). A run passes when
-both phases are solved with distinct skills. A planned run missing from the series fails, and counts
-with accuracy 0 in the median. Prints a markdown table of the runs, then each way's counts and the
-choice (ties after the median accuracy go to the earlier way in `WAYS`, the defaults first).
+both phases are solved with distinct skills; it *qualifies* (amendment 1) when the first phase is solved
+and the skills are distinct in both. A planned run missing from the series fails, and counts with
+accuracy 0 in the median. Prints a markdown table of the runs, then each way's counts, the choice (ties
+after the median accuracy go to the earlier way in `WAYS`, the defaults first) and what goes to the skill
+study: the chosen way if it passes in 2 of 3 runs or qualifies in 2 of 3; else the way with the most
+qualifying runs (ties as in the choice) if it qualifies in 2 of 3; else none.
 """
 
 import json
@@ -79,7 +82,9 @@ def judge(run: dict, scalars: dict) -> dict:
                 distinct=distinct,
             )
         )
-    return dict(phases=phases, passes=all(p["solved"] and p["distinct"] for p in phases))
+    passes = all(p["solved"] and p["distinct"] for p in phases)
+    qualifies = phases[0]["solved"] and all(p["distinct"] for p in phases)
+    return dict(phases=phases, passes=passes, qualifies=qualifies)
 
 
 def main() -> None:
@@ -103,23 +108,34 @@ def main() -> None:
             ]
             print(f"| {way} | {seed} | {' | '.join(cells)} | {'yes' if run['passes'] else 'no'} |")
     print()
-    ranks = {}
+    ranks, qualifying = {}, {}
     for way in WAYS:
         runs = [judged.get((way, seed)) for seed in SEEDS]
         passes = sum(bool(r and r["passes"]) for r in runs)
         solved = sum(bool(r and all(p["solved"] for p in r["phases"])) for r in runs)
         accuracy = float(np.median([np.nan_to_num(r["phases"][1]["acc"]) if r else 0.0 for r in runs]))
         ranks[way] = (passes, solved, accuracy)
+        qualifying[way] = sum(bool(r and r["qualifies"]) for r in runs)
         print(
-            f"{way}: passes {passes}/3, solves both phases {solved}/3, median fresh accuracy after the change {accuracy:.3f}"
+            f"{way}: passes {passes}/3, solves both phases {solved}/3, qualifies {qualifying[way]}/3, "
+            f"median fresh accuracy after the change {accuracy:.3f}"
         )
-    chosen = max(WAYS, key=lambda way: ranks[way])
-    verdict = (
-        "the skill study's plan uses it"
-        if ranks[chosen][0] >= 2
-        else "no way passes in 2 of 3: no skill study on these ways"
-    )
-    print(f"chosen: {chosen} ({verdict})")
+    print(decide(ranks, qualifying))
+
+
+def decide(ranks: dict, qualifying: dict) -> str:
+    """The choice (most passing runs, then most solving both phases, then the median accuracy, then `WAYS` order) and
+    what goes to the skill study (amendment 1)."""
+    order = sorted(WAYS, key=lambda way: (ranks[way], -WAYS.index(way)), reverse=True)
+    chosen = order[0]
+    if ranks[chosen][0] >= 2:
+        return f"chosen: {chosen} (passes in {ranks[chosen][0]} of 3: the skill study's plan uses it)"
+    if qualifying[chosen] >= 2:
+        return f"chosen: {chosen} (qualifies in {qualifying[chosen]} of 3: the skill study's plan uses it)"
+    best = max(order, key=lambda way: qualifying[way])  # max keeps the first of equals: the choice's order
+    if qualifying[best] >= 2:
+        return f"chosen: {chosen}; the skill study's plan uses {best} (qualifies in {qualifying[best]} of 3)"
+    return f"chosen: {chosen} (no way passes or qualifies in 2 of 3: no skill study on these ways)"
 
 
 if __name__ == "__main__":
