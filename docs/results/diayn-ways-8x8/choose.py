@@ -14,8 +14,8 @@ both phases are solved with distinct skills; it *qualifies* (amendment 1) when t
 and the skills are distinct in both. A planned run missing from the series fails, and counts with
 accuracy 0 in the median. Prints a markdown table of the runs, then each way's counts, the choice (ties
 after the median accuracy go to the earlier way in `WAYS`, the defaults first) and what goes to the skill
-study: the chosen way if it passes in 2 of 3 runs or qualifies in 2 of 3; else the way with the most
-qualifying runs (ties as in the choice) if it qualifies in 2 of 3; else none.
+study: the chosen way if it passes in 2 of 3 runs, or qualifies in 2 of 3 with at least one run solving
+both phases; else the way with the most qualifying runs (ties as in the choice) if it meets that; else none.
 """
 
 import json
@@ -130,10 +130,14 @@ def decide(ranks: dict, qualifying: dict) -> str:
     chosen = order[0]
     if ranks[chosen][0] >= 2:
         return f"chosen: {chosen} (passes in {ranks[chosen][0]} of 3: the skill study's plan uses it)"
-    if qualifying[chosen] >= 2:
+
+    def goes(way):  # qualifies in 2 of 3, and at least one run solves both phases
+        return qualifying[way] >= 2 and ranks[way][1] >= 1
+
+    if goes(chosen):
         return f"chosen: {chosen} (qualifies in {qualifying[chosen]} of 3: the skill study's plan uses it)"
-    best = max(order, key=lambda way: qualifying[way])  # max keeps the first of equals: the choice's order
-    if qualifying[best] >= 2:
+    best = max(order, key=lambda way: (goes(way), qualifying[way]))  # max keeps the first of equals: the choice's order
+    if goes(best):
         return f"chosen: {chosen}; the skill study's plan uses {best} (qualifies in {qualifying[best]} of 3)"
     return f"chosen: {chosen} (no way passes or qualifies in 2 of 3: no skill study on these ways)"
 

@@ -21,6 +21,7 @@ F1 = "ppo-ent-coef-0.01"
 NON_INTEREST = (F1, "ppo-ent-coef-0.02", "ppo-ent-coef-0.03", "ppo_poi_progress-interest-noise-int-coef-1")
 I3 = "ppo_poi_progress-interest-error"
 PLANNED, TASK, READING = 10, 0.8, "threshold x1, span 10"
+SEEDS = tuple(range(211, 221))
 OUTCOMES = {
     1: "a win, against more than PPO at its default entropy: the error interest re-learns the changed views faster "
     "than every non-interest arm tried that does the task about as often",
@@ -45,8 +46,14 @@ def doing(results: dict) -> dict[str, list[int]]:
 
 
 def finished(results: dict) -> dict[str, int]:
-    runs = [r for r in results["runs"] if r.get("finished", True)]
-    return {arm: sum(r["method"] == arm for r in runs) for arm in (*NON_INTEREST, I3)}
+    """Each arm's finished runs; more than the planned 10, or a seed outside 211-220, is an error."""
+    runs = [r for r in results["runs"] if r.get("finished", True) and r["method"] in (*NON_INTEREST, I3)]
+    if any(r["seed"] not in SEEDS for r in runs):
+        raise ValueError(f"a run with a seed outside {SEEDS[0]}-{SEEDS[-1]} in results.json")
+    counts = {arm: sum(r["method"] == arm for r in runs) for arm in (*NON_INTEREST, I3)}
+    if max(counts.values()) > PLANNED:
+        raise ValueError(f"more than {PLANNED} runs of an arm in results.json: {counts}")
+    return counts
 
 
 def gates(counts: dict[str, list[int]]) -> tuple[list[str], bool]:
@@ -79,11 +86,10 @@ def against(folder: Path, comparator: str) -> dict:
 
 def outcome(comparators: list[str], passes: bool, ratios: dict[str, dict]) -> int:
     """The first of the plan's six outcomes that applies."""
-    win = passes and all(ratios[a]["verdict_ci"][1] < 1 for a in comparators)
-    if win:
-        return 1 if any(a != F1 for a in comparators) else 2
     if not passes:
         return 3
+    if all(ratios[a]["verdict_ci"][1] < 1 for a in comparators):
+        return 1 if any(a != F1 for a in comparators) else 2
     if ratios[F1]["ci"][1] >= 1:
         return 4
     if any(a != F1 and ratios[a]["ci"][0] >= 0.75 and ratios[a]["ci"][1] >= 1 for a in comparators):
@@ -95,7 +101,10 @@ def report(folder: Path) -> str:
     results = json.loads((folder / "results.json").read_text())
     counts, done = doing(results), finished(results)
     comparators, passes = gates(counts)
-    ratios = {a: against(folder, a) for a in comparators}
+    ratios = {}
+    for a in comparators:  # an I3 that fails its gate is not judged: its ratios are shown where they were made
+        if passes or (folder / f"against-{a}" / "results.json").is_file():
+            ratios[a] = against(folder, a)
     number = outcome(comparators, passes, ratios)
     lines = ["| arm | finished runs | doing the task before / after the change | role |", "|-|-:|-|-|"]
     for arm in (*NON_INTEREST, I3):
