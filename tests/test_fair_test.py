@@ -574,6 +574,7 @@ def test_a_continuation_goes_on_as_the_run_did_unless_reseeded_or_changed(tmp_pa
     after that step; re-seeded or with a flag changed, it does not; bad input is a one-line error before a folder."""
     flags = ["--env", "ColorDoorKey-6x6", "--seed", "3", "--num-envs", "4", "--num-steps", "64"]
     flags += ["--total-timesteps", "3072", "--change-steps", "1536", "--checkpoint-every", "1", "--exp-name", "p"]
+    flags += ["--eval-steps", "1024", "--eval-changed-min", "32"]  # small held-out sets: a quick start
     whole = forked.run([ROOT / "algos/ppo.py", *flags, "--runs-dir", tmp_path / "whole"], tmp_path)
     assert whole.returncode == 0, whole.stderr
     stopped = forked.start([ROOT / "algos/ppo.py", *flags, "--runs-dir", tmp_path / "stopped"], tmp_path)
