@@ -63,7 +63,8 @@ def largest_probability(scalars: dict, end: float) -> float:
 
 
 def judge(run: dict, scalars: dict) -> dict:
-    """A run's readings per phase (its `results.json` entry and its series' scalars) and whether it passes."""
+    """A run's readings per phase (its `results.json` entry and its series' scalars), whether it passes and whether it
+    qualifies."""
     phases = []
     for phase in run["phases"]:
         end = phase["start"] + phase["length"]

@@ -1,7 +1,7 @@
 """The continuation probe's commands (PLAN.md in this folder): which states, which variants, one line each.
 
     python docs/results/ppo-task-loss-8x8/continuations.py SERIES COPIES --expect 50 --code ../study-8x8 \
-        --out ../sweeps/task-loss > commands.txt      # then: xargs -P 2 -I{} sh -c {} < commands.txt
+        --out ../sweeps/task-loss > commands.txt      # then: xargs -P 2 -I{} sh -c '{} > /dev/null' < commands.txt
 
 SERIES is the follow-up's series file (common.series; it must hold `--expect` finished runs), COPIES the folder of
 its checkpoint copies (`<run key>/<milestone>.pt`). A state is a run's copy `1900000.pt` taken before the change

@@ -161,7 +161,9 @@ def table(records: list[dict], pool: list[str] | None = None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    make = sub.add_parser("rows", help="rows from sweep folders (their finished runs' event files)")
+    make = sub.add_parser(
+        "rows", help="rows from sweep folders (event files) or committed series files (finished runs)"
+    )
     make.add_argument("folders", nargs="+", type=Path)
     make.add_argument("--out", type=Path, required=True)
     show = sub.add_parser("table", help="the table of a rows file")
