@@ -565,6 +565,15 @@ def test_the_task_loss_diagnosis_reads_windows_around_the_change_from_event_file
     assert each[1].endswith("| 0.88 / 0.00 | 0.00 | lost |")
     missing = forked.run([script, "table", tmp_path / "nope.jsonl"], tmp_path)
     assert missing.returncode == 1 and "no rows file at" in missing.stderr.strip().splitlines()[-1]
+    # the page's tests, on the two runs that did the task before the change (entropy 0.125 kept, 0.25 lost)
+    tests = forked.run([script, "stats", tmp_path / "rows.jsonl", "--pool", "m"], tmp_path)
+    assert tests.returncode == 0, tests.stderr
+    assert tests.stdout.splitlines()[:4] == [
+        "3 runs did the task before the change; 1 lost it after",
+        "entropy before the change, lost: 0.25-0.25, median 0.25",
+        "entropy before the change, kept: 0.12-0.62, median 0.38",
+        "split at the median entropy (0.25): 1 of 2 at or below it lost the task, 0 of 1 above it",
+    ]
     unknown = forked.run([script, "table", tmp_path / "rows.jsonl", "--pool", "other"], tmp_path)
     assert unknown.returncode == 1 and "no runs of ['other']" in unknown.stderr
 

@@ -5,6 +5,8 @@ entropy and update statistics over windows around the change, and each run's out
         --out docs/results/ppo-task-loss-8x8/update_windows.jsonl      # from the runs' event files (finished runs)
     python docs/results/ppo-task-loss-8x8/update_windows.py table docs/results/ppo-task-loss-8x8/update_windows.jsonl \
         --pool ppo ppo-ent-coef-0.01 ppo_poi_progress-interest-error       # by outcome over these methods' runs
+    python docs/results/ppo-task-loss-8x8/update_windows.py stats docs/results/ppo-task-loss-8x8/outcomes.jsonl \
+        --pool ppo ppo-ent-coef-0.01 ppo_poi_progress-interest-error       # the page's tests
 
 A run's outcome, by the fair test's task measure (the mean return over a phase's last 100k steps at least 0.8):
 `kept` (both phases), `lost` (the first only), `late` (the second only), `never` (neither). The windows are steps
@@ -158,6 +160,46 @@ def table(records: list[dict], pool: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def stats(records: list[dict], pool: list[str]) -> str:
+    """The page's tests over the pooled methods' runs that did the task before the change: entropy before it against
+    the outcome (ranges, medians, a split at the median, Mann-Whitney over all and per method) and against when the
+    task was first solved (Spearman), and when the runs that lost and kept it first solved it (Mann-Whitney)."""
+    from scipy.stats import mannwhitneyu, spearmanr
+
+    runs = [r for r in records if r["method"] in pool and r["outcome"] in ("kept", "lost")]
+    if not runs:
+        raise ValueError(f"no runs of {pool} that did the task before the change")
+    entropy = np.array([r["windows"]["before"]["entropy"] for r in runs])
+    lost = np.array([r["outcome"] == "lost" for r in runs])
+    solved = np.array([r["solved_at"][0] for r in runs], dtype=float)
+    mid = float(np.median(entropy))
+    lines = [f"{len(runs)} runs did the task before the change; {lost.sum()} lost it after"]
+    for name, group in (("lost", entropy[lost]), ("kept", entropy[~lost])):
+        lines.append(
+            f"entropy before the change, {name}: {group.min():.2f}-{group.max():.2f}, median {np.median(group):.2f}"
+        )
+    low = entropy <= mid
+    lines.append(
+        f"split at the median entropy ({mid:.2f}): {(lost & low).sum()} of {low.sum()} at or below it lost the task, "
+        f"{(lost & ~low).sum()} of {(~low).sum()} above it"
+    )
+    p_all = mannwhitneyu(entropy[lost], entropy[~lost]).pvalue
+    lines.append(f"Mann-Whitney, entropy of lost against kept, all runs: p = {p_all:.3f}")
+    for method in pool:
+        mine = np.array([r["method"] == method for r in runs])
+        if (mine & lost).any() and (mine & ~lost).any():
+            p = mannwhitneyu(entropy[mine & lost], entropy[mine & ~lost]).pvalue
+            lines.append(f"  {method}: {(mine & lost).sum()} lost, {(mine & ~lost).sum()} kept, p = {p:.3f}")
+    lines.append(
+        f"Spearman, entropy against the step the task was first solved: {spearmanr(entropy, solved).statistic:.2f}"
+    )
+    lines.append(
+        f"first solved, median: lost {np.median(solved[lost]):,.0f}, kept {np.median(solved[~lost]):,.0f} "
+        f"(Mann-Whitney p = {mannwhitneyu(solved[lost], solved[~lost]).pvalue:.3f})"
+    )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -169,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     show = sub.add_parser("table", help="the table of a rows file")
     show.add_argument("rows_file", type=Path)
     show.add_argument("--pool", nargs="+", help="methods whose runs are pooled by outcome (every env)")
+    test = sub.add_parser("stats", help="the page's tests over the pooled methods' runs")
+    test.add_argument("rows_file", type=Path)
+    test.add_argument("--pool", nargs="+", required=True)
     args = parser.parse_args(argv)
     if args.command == "rows":
         try:
@@ -182,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit(f"error: no rows file at {args.rows_file}")
         records = [json.loads(line) for line in args.rows_file.read_text().splitlines() if line.strip()]
         try:
-            print(table(records, args.pool))
+            print(table(records, args.pool) if args.command == "table" else stats(records, args.pool))
         except ValueError as error:
             sys.exit(f"error: {error}")
     return 0
