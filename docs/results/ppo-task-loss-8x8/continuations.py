@@ -39,8 +39,8 @@ VARIANTS = {  # label: (flags changed, reseed); the lost states get all, the kep
 }
 
 
-def states(records: list[dict], copies: Path) -> tuple[list[tuple[Path, str]], list[str]]:
-    """(copy, outcome) of every run that qualifies, and a line on each run of the arms."""
+def states(records: list[dict], copies: Path) -> tuple[list[tuple[Path, list[str]]], list[str]]:
+    """(copy, the labels of its variants) of every run that qualifies, and a line on each run of the arms."""
     chosen, lines = [], []
     for rec in sorted(records, key=lambda r: (r["method"], r["seed"])):
         if rec["method"] not in ARMS:
@@ -62,17 +62,18 @@ def states(records: list[dict], copies: Path) -> tuple[list[tuple[Path, str]], l
             outcome = "kept" if at_end >= TASK else "lost"
             gets = "every variant" if outcome == "lost" else "the control" if rec["method"] == KEPT_ARM else "nothing"
             lines.append(f"{key} {returns}: {outcome} by {END:,}, gets {gets}")
-            chosen.append((copy, outcome))
+            labels = {"every variant": list(VARIANTS), "the control": ["v0"], "nothing": []}[gets]
+            if labels:
+                chosen.append((copy, labels))
     return chosen, lines
 
 
-def commands(chosen: list[tuple[Path, str]], code: Path, out: Path) -> list[str]:
+def commands(chosen: list[tuple[Path, list[str]]], code: Path, out: Path) -> list[str]:
     script = Path(__file__).resolve().parent / "continue_run.py"
     lines = []
-    for copy, outcome in chosen:
-        for label, (sets, reseed) in VARIANTS.items():
-            if outcome == "kept" and (label != "v0" or f"__{KEPT_ARM}__" not in copy.parent.name):
-                continue
+    for copy, labels in chosen:
+        for label in labels:
+            sets, reseed = VARIANTS[label]
             flags = [f"--set={s}" for s in [*sets, f"total_timesteps={END}"]]
             argv = ["python", script, copy, "--code", code, "--out", out, "--label", label, "--reseed", reseed, *flags]
             lines.append(shlex.join(map(str, argv)))

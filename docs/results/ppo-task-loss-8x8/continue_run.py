@@ -102,14 +102,16 @@ def commit_of(code: Path) -> str:
 
 
 def read_header(source: Path) -> dict:
-    """The checkpoint as a process without the algorithm file's classes reads it (`stub_pickle`)."""
+    """The checkpoint as a process without the algorithm file's classes reads it (`stub_pickle`). This script does
+    not import `common` before `run` (whose checkout's `common` the resumed file must get), so it does not share
+    behaviour.py's stub unpickler or a helper of `common.checkpoint`."""
     return torch.load(source, map_location="cpu", weights_only=False, pickle_module=stub_pickle())
 
 
-def prepare(source: Path, code: Path, out: Path, label: str, sets: dict, reseed: int | None) -> Path:
-    """The continuation's folder: made, with the checkpoint and continuation.json, unless one with this label exists
-    already (then it must have been made from the same source with the same changes)."""
-    header = read_header(source)
+def prepare(source: Path, header: dict, code: Path, out: Path, label: str, sets: dict, reseed: int | None) -> Path:
+    """The continuation's folder: made, with the checkpoint (`header`: as `read_header` read it) and
+    continuation.json, unless one with this label exists already (then it must have been made from the same source
+    with the same changes)."""
     args = header["args"]
     prefix = f"{args.env}__{args.exp_name}-{label}__{args.seed}__"
     record = dict(source=str(source.resolve()), global_step=int(header["values"]["global_step"]), sets=sets)
@@ -190,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         step = int(header["values"]["global_step"])
         if values.get("total_timesteps", header["args"].total_timesteps) <= step:
             raise ValueError(f"--set total_timesteps: the checkpoint is at step {step:,} already")
-        folder = prepare(args.checkpoint, args.code, args.out, args.label, sets, args.reseed)
+        folder = prepare(args.checkpoint, header, args.code, args.out, args.label, sets, args.reseed)
     except (ValueError, OSError, RuntimeError) as error:
         sys.exit(f"error: {error}")
     if (folder / "finished.json").is_file():
