@@ -46,62 +46,99 @@ def events(run_dir: str | Path):
             yield event_pb2.Event.FromString(record)
 
 
-def read_scalars(run_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar tag of the run as a list of (step, value), in logging order, with what a
-    restarted writer purged left out (as TensorBoard shows it): from files of version 2 on, a
-    SessionLog.START at step s drops every earlier event at step >= s (`SummaryWriter(purge_step=s)`,
+def read_tags(run_dir: str | Path, pick) -> dict[str, list[tuple[int, object]]]:
+    """Every tag's (step, value) pairs of the run, in logging order, where `pick(value)` gives a summary value's
+    payload (None: not one of them), with what a restarted writer purged left out (as TensorBoard shows it): from files
+    of version 2 on, a SessionLog.START at step s drops every earlier event at step >= s (`SummaryWriter(purge_step=s)`,
     what a resumed run opens); in older files a step that goes back drops its tags' later steps."""
-    scalars: dict[str, list[tuple[int, float]]] = {}
+    tags: dict[str, list[tuple[int, object]]] = {}
     version, most_recent_step = None, -math.inf
     for event in events(run_dir):
         if event.HasField("file_version"):
             version = file_version(event)
         if version is not None and version >= 2:
             if event.HasField("session_log") and event.session_log.status == event_pb2.SessionLog.START:
-                scalars = {tag: [(s, v) for s, v in values if s < event.step] for tag, values in scalars.items()}
+                tags = {tag: [(s, v) for s, v in values if s < event.step] for tag, values in tags.items()}
         elif event.step < most_recent_step and event.HasField("summary"):
             for value in event.summary.value:
-                if value.tag in scalars:
-                    scalars[value.tag] = [(s, v) for s, v in scalars[value.tag] if s < event.step]
+                if value.tag in tags:
+                    tags[value.tag] = [(s, v) for s, v in tags[value.tag] if s < event.step]
         else:
             most_recent_step = event.step
         if event.HasField("summary"):
             for value in event.summary.value:
-                if value.HasField("simple_value"):
-                    scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
-    return scalars
+                payload = pick(value)
+                if payload is not None:
+                    tags.setdefault(value.tag, []).append((event.step, payload))
+    return tags
+
+
+def read_scalars(run_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar tag of the run as a list of (step, value): `read_tags`'s rules."""
+    return read_tags(run_dir, lambda value: value.simple_value if value.HasField("simple_value") else None)
+
+
+def read_images(run_dir: str | Path, tag: str) -> list[tuple[int, bytes]]:
+    """The (step, encoded PNG) of every image logged under `tag`, with `read_tags`'s purge rules (a resumed run's images
+    after its checkpoint are its own)."""
+    images = read_tags(
+        run_dir, lambda v: v.image.encoded_image_string if v.tag == tag and v.HasField("image") else None
+    )
+    return images.get(tag, [])
 
 
 def last_image(run_dir: str | Path, tag: str) -> tuple[int, bytes]:
-    """The step and the encoded PNG of the last image logged under `tag` (a resumed run's last
-    image is its own: it comes after anything the purge drops)."""
-    found = None
-    for event in events(run_dir):
-        for value in event.summary.value if event.HasField("summary") else ():
-            if value.tag == tag and value.HasField("image"):
-                found = (event.step, value.image.encoded_image_string)
-    if found is None:
+    """The step and the encoded PNG of the last image logged under `tag`."""
+    images = read_images(run_dir, tag)
+    if not images:
         raise ValueError(f"no image {tag!r} in {run_dir}")
-    return found
+    return images[-1]
+
+
+def mean_image(run_dir: str | Path, tag: str, start: int, end: int):
+    """The pixel-wise mean (floats in [0, 1], height x width [x channels]) of the images logged under `tag` at steps in
+    [start, end), and how many there were: a map over a stretch of the run rather than its last rollouts."""
+    import io
+
+    import matplotlib.image
+    import numpy as np
+
+    images = [png for step, png in read_images(run_dir, tag) if start <= step < end]
+    if not images:
+        raise ValueError(f"no image {tag!r} at steps {start}-{end} in {run_dir}")
+    pixels = [matplotlib.image.imread(io.BytesIO(png), format="png") for png in images]
+    return np.mean(pixels, axis=0), len(images)
 
 
 if __name__ == "__main__":
     import argparse
     import sys
 
-    parser = argparse.ArgumentParser(description="Write a run's last image of a tag to a PNG file.")
+    parser = argparse.ArgumentParser(
+        description="Write a run's last image of a tag (or the mean of its images over a stretch of steps) to a PNG file."
+    )
     parser.add_argument("run_dir")
     parser.add_argument("--image", required=True, help="the tag, e.g. skills/visitation")
     parser.add_argument("--out", required=True, help="the PNG file to write")
     parser.add_argument("--scale", type=int, default=1, help="each pixel as a square of this many (small images)")
+    parser.add_argument(
+        "--steps", type=int, nargs=2, metavar=("START", "END"), help="the mean of the images at steps in [START, END)"
+    )
     cli = parser.parse_args()
     if cli.scale < 1:
         sys.exit(f"error: --scale must be at least 1, got {cli.scale}")
+    if cli.steps and not 0 <= cli.steps[0] < cli.steps[1]:
+        sys.exit(f"error: --steps needs 0 <= START < END, got {cli.steps[0]} {cli.steps[1]}")
     try:
-        step, png = last_image(cli.run_dir, cli.image)
+        if cli.steps:
+            pixels, count = mean_image(cli.run_dir, cli.image, *cli.steps)
+            what = f"the mean of {count} images at steps {cli.steps[0]}-{cli.steps[1]}"
+        else:
+            step, png = last_image(cli.run_dir, cli.image)
+            what = f"step {step}"
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")
-    if cli.scale == 1:
+    if cli.scale == 1 and not cli.steps:
         Path(cli.out).write_bytes(png)
     else:
         import io
@@ -109,7 +146,8 @@ if __name__ == "__main__":
         import matplotlib.image
         import numpy as np
 
-        pixels = matplotlib.image.imread(io.BytesIO(png), format="png")
+        if not cli.steps:
+            pixels = matplotlib.image.imread(io.BytesIO(png), format="png")
         pixels = np.repeat(np.repeat(pixels, cli.scale, axis=0), cli.scale, axis=1)
         matplotlib.image.imsave(cli.out, pixels, cmap="gray" if pixels.ndim == 2 else None, vmin=0, vmax=1)
-    print(f"wrote {cli.out} (step {step})")
+    print(f"wrote {cli.out} ({what})")

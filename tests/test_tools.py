@@ -154,6 +154,45 @@ def test_the_last_image_of_a_tag_is_read_back_and_written_upscaled(tmp_path):
     assert missing.returncode == 1 and missing.stderr.strip() == f"error: no image 'nope' in {tmp_path / 'run'}"
 
 
+def test_the_mean_image_over_steps_averages_what_the_run_kept(tmp_path):
+    """Images at steps 10, 20, 30, then a resume from step 20 (purge_step) that logs 20 and 40 again: the window's mean
+    is of the kept images only, pixel by pixel (hand-worked), and the CLI writes it."""
+    import matplotlib.image
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+
+    from common.tb import last_image, mean_image, read_images
+
+    run = tmp_path / "run"
+    a, b, c, d = (torch.full((1, 2, 2), v) for v in (0.0, 0.2, 1.0, 0.6))
+    writer = SummaryWriter(str(run))
+    for step, image in ((10, a), (20, c), (30, c)):
+        writer.add_image("maps", image, step)
+    writer.add_image("other", c, 15)
+    writer.close()
+    writer = SummaryWriter(str(run), purge_step=20)  # a resumed run: what was logged at 20 and after is dropped
+    writer.add_image("maps", b, 20)
+    writer.add_image("maps", d, 40)
+    writer.close()
+    assert [step for step, _ in read_images(run, "maps")] == [10, 20, 40]
+    assert last_image(run, "maps")[0] == 40
+    pixels, count = mean_image(run, "maps", 0, 40)  # a (0.0) and b (0.2); c was purged, d is at the end
+    assert count == 2 and pixels.shape[:2] == (2, 2) and np.allclose(pixels, 0.1, atol=1 / 255)
+    pixels, count = mean_image(run, "maps", 15, 41)
+    assert count == 2 and np.allclose(pixels, 0.4, atol=1 / 255)
+    with pytest.raises(ValueError, match="no image 'maps' at steps 21-40"):
+        mean_image(run, "maps", 21, 40)
+    out = tmp_path / "mean.png"
+    done = forked.run(
+        ["-m", "common.tb", run, "--image", "maps", "--steps", "0", "40", "--out", out, "--scale", "3"], ROOT
+    )
+    assert done.returncode == 0 and "the mean of 2 images at steps 0-40" in done.stdout, done.stderr
+    assert np.allclose(matplotlib.image.imread(out)[..., 0], 0.1, atol=1 / 255)
+    assert matplotlib.image.imread(out).shape[:2] == (6, 6)
+    bad = forked.run(["-m", "common.tb", run, "--image", "maps", "--steps", "40", "0", "--out", out], ROOT)
+    assert bad.returncode == 1 and bad.stderr.strip() == "error: --steps needs 0 <= START < END, got 40 0"
+
+
 def test_a_change_after_the_last_evaluation_is_summarised_without_a_peak(tmp_path):
     """A run whose last phase has no evaluation (a change a few steps before the end) has no peak after it: nan."""
     from torch.utils.tensorboard import SummaryWriter
