@@ -839,3 +839,191 @@ def test_the_diayn_probe_choice_passes_qualifies_and_decides_as_its_plan_says():
     assert choose.decide(ranks, qualifying).startswith(f"chosen: {ways[3]} (passes in 2 of 3")
     ranks[ways[0]] = (2, 2, 0.2)  # ties go to the earlier way
     assert choose.decide(ranks, qualifying).startswith(f"chosen: {ways[0]} (passes in 2 of 3")
+
+
+def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(tmp_path):
+    """verdict.py of the skill study: the way read from each kind of line the probe's `choose.decide` prints, the
+    sweep's own labels for the plan's commands, and the verdicts on hand-made analyses (gates counted by hand, the DIAYN
+    arms at the corrected interval, the embedding at 95%, the task in the envs with skills, the target, the default)."""
+    from common.sweep import resolve_algo
+
+    script = ROOT / "docs/results/skills-band-8x8/verdict.py"
+    spec = importlib.util.spec_from_file_location("skills_verdict", script)
+    verdict = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(verdict)
+    choose, ways = verdict.choose, verdict.choose.WAYS
+    assert set(verdict.FLAGS) == set(ways)
+    ranks, qualifying = {w: (0, 1, 0.1) for w in ways}, {w: 0 for w in ways}
+    assert verdict.way_of(choose.decide(ranks, qualifying)) is None  # "... no skill study on these ways)"
+    qualifying[ways[3]] = 2
+    assert verdict.way_of(choose.decide(ranks, qualifying)) == ways[3]  # "chosen: W0; ... plan uses W3 (...)"
+    ranks[ways[2]], qualifying[ways[2]] = (1, 1, 0.3), 2
+    assert verdict.way_of(choose.decide(ranks, qualifying)) == ways[2]  # "chosen: W2 (qualifies ...: uses it)"
+    ranks[ways[1]] = (2, 2, 0.3)
+    assert verdict.way_of(choose.decide(ranks, qualifying)) == ways[1]  # "chosen: W1 (passes ...: uses it)"
+    for line in ("| ppo_poi_diayn | 533 | missing | | | | no |", ""):  # what a crashed choose.py leaves
+        with pytest.raises(ValueError, match="not a decision line"):
+            verdict.way_of(line)
+    for way in ways:
+        flags = verdict.FLAGS[way]
+        commands = {
+            "D1": f"ppo_poi_diayn {flags}",
+            "D2": f"ppo_poi_diayn {flags} --state-sampler rollouts --skill-interest error",
+            "D0": f"ppo_poi_diayn {flags} --uniform-prior-weight 1",
+            "E1": "ppo_poi_emb",
+            "F1": "ppo --ent-coef 0.01",
+            "F2a": "ppo --ent-coef 0.02",
+            "F2": "ppo --ent-coef 0.03",
+            "F6": "ppo_poi_progress --interest noise --int-coef 1",
+        }
+        assert verdict.arms(way) == {role: resolve_algo(command)[0] for role, command in commands.items()}
+    assert list(verdict.arms(None)) == ["E1", "F1", "F2a", "F2", "F6"]
+
+    way = ways[2]  # skills in half the envs: the DIAYN arms' task needs the return in the envs with skills too
+    steps = range(0, 4_000_000, 20_000)
+
+    def folder(name, counts, cis, lost_in_skill_envs=(), unfinished=(), fragile=(), way=way, settings=None):
+        """counts: role -> runs doing the task (before, after) of 10; cis: (X, A) -> (95% low, high, corrected low,
+        high) of X against A; lost_in_skill_envs: DIAYN roles with one more run doing the task after the change in
+        every env's episodes but not in the envs with skills; unfinished: roles whose last run did not finish."""
+        names = verdict.arms(way)
+        out = tmp_path / name
+        out.mkdir()
+        runs, records = [], []
+        for role, label in names.items():
+            before, after = counts[role]
+            for i in range(10):
+                everywhere = [i < before, i < after + (role in lost_in_skill_envs)]
+                run = f"ColorDoorKeyBand-8x8__{label}__{541 + i}__1"
+                phases = [
+                    {"start": k * 2_000_000, "length": 2_000_000, "return_window": 0.95 if everywhere[k] else 0.1}
+                    for k in (0, 1)
+                ]
+                finished = not (role in unfinished and i == 0)
+                runs.append({"run": run, "method": label, "seed": 541 + i, "finished": finished, "phases": phases})
+                scalars = {}
+                if role.startswith("D"):  # only the DIAYN file logs these
+                    scalars = {
+                        "diayn/skill_env_return": [(s, 0.95 if i < (before, after)[s >= 2_000_000] else 0.5) for s in
+                                                   steps],
+                        "diayn/skill_env_episodes": [(s, 4) for s in steps],
+                        "diayn/disc_accuracy_fresh": [(s, 0.5 if i % 2 else 0.2) for s in steps],
+                        **{f"skills/prob_{k}": [(s, 0.125) for s in steps] for k in range(8)},
+                    }  # fmt: skip
+                records.append({"run": run, "method": label, "seed": 541 + i, "finished": finished,
+                                "tags": series.encode(scalars)})  # fmt: skip
+        (out / "results.json").write_text(json.dumps({"runs": runs}))
+        series.write(records, out / "series.jsonl.gz")
+        rows = {}
+        for (x, a), (low, high, c_low, c_high) in cis.items():
+            readings = {"threshold x1, span 10": {"iqm": (low + high) / 2, "low": low, "high": high},
+                        "span 30": {"iqm": 1.1 if (x, a) in fragile else 0.9}}  # fmt: skip
+            rows.setdefault(a, []).append(
+                {"env": "E", "phase": 1, "method": names[x], "readings": readings, "corrected": [c_low, c_high]}
+            )
+        for a, a_rows in rows.items():
+            made = settings or {"comparisons": 2, "span": 10, "changed_threshold": 1.0, "reps": 5000,
+                                "task_window": 100_000, "baseline": names[a]}  # fmt: skip
+            (out / f"against-{names[a]}").mkdir()
+            (out / f"against-{names[a]}" / "results.json").write_text(
+                json.dumps({"settings": made, "robustness": a_rows})
+            )
+        return out
+
+    def run(out, *flags, way=way, code=0):
+        done = forked.run([script, out, "--way", way, *flags], tmp_path)
+        assert done.returncode == code, done.stderr
+        return done.stdout if code == 0 else done.stderr
+
+    names = verdict.arms(way)
+    # F1 9 / 6: a comparator needs at least 7 (and 6) before and 4 after; an interest arm at least 8 / 5
+    counts = {"D1": (8, 5), "D2": (7, 6), "D0": (8, 5), "E1": (9, 6), "F1": (9, 6), "F2a": (9, 7), "F2": (5, 9),
+              "F6": (7, 4)}  # fmt: skip
+    good, gain_at_95_only = (0.3, 0.8, 0.25, 0.9), (0.4, 0.95, 0.35, 1.05)
+    cis = {(x, a): good for x in ("D1", "D2", "E1") for a in ("F1", "F2a", "F6", "D0")}
+    cis["E1", "F2a"] = gain_at_95_only  # the embedding is read at 95%: still a win
+    out = run(folder("win", counts, cis))
+    assert f"| D1 | {names['D1']} | 10 of 10 | 8 / 5 | no | 5 / 5 | passes its gate |" in out
+    assert f"| D2 | {names['D2']} | 10 of 10 | 7 / 6 | no | 5 / 5 | fails its gate |" in out
+    assert f"| F2 | {names['F2']} | 10 of 10 | 5 / 9 | no |  | not a comparator |" in out
+    assert f"| D0 | {names['D0']} | 10 of 10 | 8 / 5 | no | 5 / 5 | comparator |" in out
+    assert "D1: outcome 1: a win against more than F1: D1 re-learns the changed views faster" in out
+    assert "plain DIAYN is among them. Issue 34's target read literally (the gate passed, faster than D0 and F1 at " \
+           "97.5%): met." in out  # fmt: skip
+    assert "D2: outcome 3: D2 fails its gate: its re-learning is not judged. Issue 34's target read literally" in out
+    assert "at 97.5%): not met." in out.split("D2: outcome 3")[1].splitlines()[0]  # good ratios, but the gate failed
+    assert "E1: outcome 1: " in out and "D1 passes its gate and does the task in at least 8 of 10" in out
+    assert (
+        "runs before the change): yes." in out and "| D1 | 541 | 0.950 / 0.950 | 0.950 / 0.950 | 0.200 / 0.200" in out
+    )
+    assert run(tmp_path / "win", "--against").split() == [names[r] for r in ("F1", "F2a", "F6", "D0")]
+    assert run(tmp_path / "win", "--judged").split() == [names[r] for r in ("D1", "D2", "E1")]
+
+    cis["D1", "F2a"] = gain_at_95_only  # the DIAYN arms are read at 97.5%: no win; the lower end 0.35 < 0.75
+    assert "D1: outcome 6: " in run(folder("corrected", counts, cis))
+    cis["D1", "F2a"] = (0.8, 0.95, 0.75, 1.0)  # at the bounds of "matched"
+    assert "D1: outcome 5: " in run(folder("matched", counts, cis))
+    cis["D1", "F1"] = gain_at_95_only  # D / D0 below 1, D / F1 only at 95%: the target is not met
+    out = run(folder("not-faster", counts, cis))
+    assert "D1: outcome 4: " in out and "97.5%): not met." in out.split("D1: outcome 4")[1].splitlines()[0]
+    cis = {k: good for k in cis}
+    out = run(folder("fragile", counts, cis, fragile={("D1", "F6")}))
+    assert "D1: outcome 1 (fragile): " in out and "E1: outcome 1: " in out
+
+    # plain DIAYN loses the task: not a comparator, but D1 / D0 is still read for the target
+    lost = {**counts, "D0": (3, 3), "F2a": (6, 7), "F6": (9, 3)}
+    cis = {(x, a): good for x in ("D1", "D2", "E1") for a in ("F1", "D0")}
+    cis["D1", "D0"] = (0.5, 1.1, 0.4, 1.2)
+    out = run(folder("f1-alone", lost, cis))
+    assert "D1: outcome 2: a win against F1 alone" in out and "97.5%): not met." in out
+    assert "| D0 (not a comparator) | 0.80 | [0.50, 1.10] | [0.40, 1.20] | no |" in out and "E1: outcome 2: " in out
+    assert run(tmp_path / "f1-alone", "--against").split() == [names["F1"], names["D0"]]
+
+    # runs that do the task after the change in every env but not in the envs with skills do not count, for D1 and
+    # for plain DIAYN; an unfinished run counts as not doing the task; D1 at 7 of 10 before: no default
+    judged = {(x, a): good for x in ("D2", "E1") for a in ("F1", "F2a", "F6", "D0")}
+    out = run(folder("skill-envs", {**counts, "D1": (7, 4), "D0": (8, 3), "F1": (8, 6)}, judged,
+                     lost_in_skill_envs={"D1", "D0"}, unfinished={"F2a"}))  # fmt: skip
+    assert f"| D1 | {names['D1']} | 10 of 10 | 7 / 4 | no | 5 / 5 | fails its gate |" in out
+    assert f"| D0 | {names['D0']} | 10 of 10 | 8 / 3 | no | 5 / 5 | not a comparator |" in out
+    assert f"| F2a | {names['F2a']} | 9 of 10 | 8 / 6 | no |  | comparator |" in out
+    assert "runs before the change): no." in out
+    everyone = {(x, a): good for x in ("D1", "D2", "E1") for a in ("F1", "F2a", "F6", "D0")}
+    default = run(folder("default", {**counts, "D1": (7, 6), "F1": (8, 6)}, everyone))
+    assert "D1: outcome 1" in default and "runs before the change): no." in default  # passes its gate at 7 (F1 8)
+    floor = folder("floor", {**counts, "F1": (7, 6), "F2a": (5, 7), "F6": (6, 4)}, {})  # 6 of 10 before binds
+    assert run(floor, "--against").split() == [names[r] for r in ("F1", "F6", "D0")]
+
+    # no way: the embedding and the non-interest arms only
+    none = "chosen: ppo_poi_diayn (no way passes or qualifies in 2 of 3: no skill study on these ways)"
+    e1 = {("E1", a): good for a in ("F1", "F2a", "F6")}
+    out = run(folder("no-way", counts, e1, way=None), way=none)
+    assert out.startswith("No way") and "E1: outcome 1: " in out and "D1" not in out and "default" not in out
+    flags = forked.run([script, "--flags", none], tmp_path)
+    assert flags.returncode == 3 and "without the DIAYN arms" in flags.stderr
+
+    # what must not pass: a missing analysis, one made with other settings, a seed or a run too many, a bad line
+    (tmp_path / "win" / f"against-{names['D0']}" / "results.json").unlink()
+    assert f"against-{names['D0']}/results.json" in run(tmp_path / "win", code=1)
+    wrong = folder(
+        "wrong",
+        counts,
+        cis,
+        settings={
+            "comparisons": 1,
+            "span": 10,
+            "changed_threshold": 1.0,
+            "reps": 5000,
+            "task_window": 100_000,
+            "baseline": names["F1"],
+        },
+    )
+    assert "'comparisons': 1" in run(wrong, code=1)
+    data = json.loads((tmp_path / "fragile" / "results.json").read_text())
+    data["runs"].append({**data["runs"][0], "seed": 551})
+    (tmp_path / "fragile" / "results.json").write_text(json.dumps(data))
+    assert "a seed outside 541-550" in run(tmp_path / "fragile", code=1)
+    data["runs"][-1]["seed"] = 541
+    (tmp_path / "fragile" / "results.json").write_text(json.dumps(data))
+    assert "more than 10 finished runs" in run(tmp_path / "fragile", code=1)
+    assert "not a decision line" in forked.run([script, "--flags", "| a table row |"], tmp_path).stderr
