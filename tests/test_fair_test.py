@@ -734,7 +734,9 @@ def test_the_follow_up_verdict_applies_the_plan_s_gates_and_outcomes(tmp_path):
                 phases = [{"return_window": 0.9 if i < before else 0.1}, {"return_window": 0.9 if i < after else 0.1}]
                 runs.append({"method": arm, "seed": 211 + i, "finished": True, "phases": phases})
         out.mkdir()
-        (out / "results.json").write_text(json.dumps({"runs": runs}))
+        made = {**verdict.SETTINGS, "folders": ["docs/results/skills-band-8x8/series.jsonl.gz"]}
+        first = {**made, "baseline": names["F1"], "comparisons": 1, **(main or {})}
+        (out / "results.json").write_text(json.dumps({"settings": first, "runs": runs}))
         for a, (low, high) in cis.items():
             point = (low + high) / 2
             readings = {"threshold x1, span 10": {"iqm": point, "low": low, "high": high}, "span 30": {"iqm": 0.9}}
@@ -882,10 +884,11 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     way = ways[2]  # skills in half the envs: the DIAYN arms' task needs the return in the envs with skills too
     steps = range(0, 4_000_000, 20_000)
 
-    def folder(name, counts, cis, lost_in_skill_envs=(), unfinished=(), fragile=(), way=way, settings=None):
+    def folder(name, counts, cis, lost_in_skill_envs=(), unfinished=(), fragile=(), way=way, changed=None, main=None):
         """counts: role -> runs doing the task (before, after) of 10; cis: (X, A) -> (95% low, high, corrected low,
         high) of X against A; lost_in_skill_envs: DIAYN roles with one more run doing the task after the change in
-        every env's episodes but not in the envs with skills; unfinished: roles whose last run did not finish."""
+        every env's episodes but not in the envs with skills; unfinished: roles whose first run did not finish;
+        changed, main: settings that differ from the plan's in the comparisons' analyses and in the first one."""
         names = verdict.arms(way)
         out = tmp_path / name
         out.mkdir()
@@ -912,7 +915,9 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
                     }  # fmt: skip
                 records.append({"run": run, "method": label, "seed": 541 + i, "finished": finished,
                                 "tags": series.encode(scalars)})  # fmt: skip
-        (out / "results.json").write_text(json.dumps({"runs": runs}))
+        made = {**verdict.SETTINGS, "folders": ["docs/results/skills-band-8x8/series.jsonl.gz"]}
+        first = {**made, "baseline": names["F1"], "comparisons": 1, **(main or {})}
+        (out / "results.json").write_text(json.dumps({"settings": first, "runs": runs}))
         series.write(records, out / "series.jsonl.gz")
         rows = {}
         for (x, a), (low, high, c_low, c_high) in cis.items():
@@ -922,11 +927,10 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
                 {"env": "E", "phase": 1, "method": names[x], "readings": readings, "corrected": [c_low, c_high]}
             )
         for a, a_rows in rows.items():
-            made = settings or {"comparisons": 2, "span": 10, "changed_threshold": 1.0, "reps": 5000,
-                                "task_window": 100_000, "baseline": names[a]}  # fmt: skip
+            settings = {**made, "baseline": names[a], "comparisons": 2, **(changed or {})}
             (out / f"against-{names[a]}").mkdir()
             (out / f"against-{names[a]}" / "results.json").write_text(
-                json.dumps({"settings": made, "robustness": a_rows})
+                json.dumps({"settings": settings, "robustness": a_rows})
             )
         return out
 
@@ -1005,20 +1009,16 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     # what must not pass: a missing analysis, one made with other settings, a seed or a run too many, a bad line
     (tmp_path / "win" / f"against-{names['D0']}" / "results.json").unlink()
     assert f"against-{names['D0']}/results.json" in run(tmp_path / "win", code=1)
-    wrong = folder(
-        "wrong",
-        counts,
-        cis,
-        settings={
-            "comparisons": 1,
-            "span": 10,
-            "changed_threshold": 1.0,
-            "reps": 5000,
-            "task_window": 100_000,
-            "baseline": names["F1"],
-        },
-    )
-    assert "'comparisons': 1" in run(wrong, code=1)
+    assert "'comparisons': 1" in run(folder("wrong", counts, cis, changed={"comparisons": 1}), code=1)
+    assert "'relative': 0.5" in run(folder("relative", counts, cis, changed={"relative": 0.5}), code=1)
+    assert "not from the study's series" in run(folder("two", counts, cis, changed={"folders": ["a", "b"]}), code=1)
+    assert "'task_window': 200000" in run(folder("window", counts, cis, main={"task_window": 200_000}), code=1)
+    # an arm without finished runs fails its gate, even where F1's count would let it pass
+    few = folder("few", {**counts, "F1": (1, 1), "D2": (0, 0)}, everyone, unfinished={"D2"})
+    data = json.loads((few / "results.json").read_text())
+    data["runs"] = [r for r in data["runs"] if r["method"] != names["D2"]]
+    (few / "results.json").write_text(json.dumps(data))
+    assert f"| D2 | {names['D2']} | 0 of 10 | 0 / 0 | no | 0 / 0 | fails its gate |" in run(few)
     data = json.loads((tmp_path / "fragile" / "results.json").read_text())
     data["runs"].append({**data["runs"][0], "seed": 551})
     (tmp_path / "fragile" / "results.json").write_text(json.dumps(data))

@@ -48,7 +48,16 @@ F1, F2A, F2, F6 = (
 E1 = "ppo_poi_emb"
 PLANNED, TASK, READING, DEFAULT_BAR = 10, 0.8, "threshold x1, span 10", 8
 SEEDS = tuple(range(541, 551))
-SETTINGS = {"comparisons": 2, "span": 10, "changed_threshold": 1.0, "reps": 5000, "task_window": 100_000}
+SETTINGS = {  # what every analysis of the plan's commands was made with (`settings` in its results.json)
+    "span": 10,
+    "changed_threshold": 1.0,
+    "reps": 5000,
+    "task_window": 100_000,
+    "relative": None,
+    "drop_unsuccessful": False,
+    "methods": None,
+    "frontier_loss": "changed",
+}
 OUTCOMES = {
     1: "a win against more than F1: {x} re-learns the changed views faster than every non-interest arm that does the "
     "task about as often",
@@ -111,6 +120,7 @@ def judged_runs(folder: Path, way: str | None) -> dict[str, list[dict]]:
     which also needs the return in the envs with skills, and its readings). More than the planned 10 runs of an arm,
     or a seed outside 541-550, is an error."""
     results = json.loads((folder / "results.json").read_text())
+    check_settings(folder / "results.json", results["settings"], {**SETTINGS, "baseline": F1, "comparisons": 1})
     planned = [*non_interest(way), *interest(way)]
     runs = [r for r in results["runs"] if r.get("finished", True) and r["method"] in planned]
     if any(r["seed"] not in SEEDS for r in runs):
@@ -143,14 +153,15 @@ def counts(judged: dict[str, list[dict]]) -> dict[str, list[int]]:
     return {arm: [sum(r["task"][k] for r in runs) for k in (0, 1)] for arm, runs in judged.items()}
 
 
-def gates(doing: dict[str, list[int]], way: str | None) -> tuple[list[str], dict[str, bool]]:
+def gates(doing: dict[str, list[int]], way: str | None, finished: set[str]) -> tuple[list[str], dict[str, bool]]:
     """The comparators (F1, and each non-interest arm within two runs of F1 in each phase and doing the task in at
-    least 6 of 10 before the change) and whether each interest arm passes (within one run of F1 in each phase)."""
+    least 6 of 10 before the change) and whether each interest arm passes (within one run of F1 in each phase, and
+    some finished run: `finished`, the arms that have one)."""
     f1 = doing[F1]
     comparators = [
         a for a in non_interest(way) if a == F1 or (doing[a][0] >= max(f1[0] - 2, 6) and doing[a][1] >= f1[1] - 2)
     ]
-    passes = {x: all(c >= b - 1 for c, b in zip(doing[x], f1)) for x in interest(way)}
+    passes = {x: all(c >= b - 1 for c, b in zip(doing[x], f1)) and x in finished for x in interest(way)}
     return comparators, passes
 
 
@@ -162,10 +173,7 @@ def against(folder: Path, baseline: str, x: str) -> dict:
     if not path.is_file():
         raise ValueError(f"no {path}: run the plan's command for {baseline}")
     analysis = json.loads(path.read_text())
-    wanted = {**SETTINGS, "baseline": baseline}
-    wrong = {k: analysis["settings"].get(k) for k, v in wanted.items() if analysis["settings"].get(k) != v}
-    if wrong:
-        raise ValueError(f"{path} was made with {wrong}, not the plan's { ({k: wanted[k] for k in wrong}) }")
+    check_settings(path, analysis["settings"], {**SETTINGS, "baseline": baseline, "comparisons": 2})
     rows = [r for r in analysis["robustness"] if r["method"] == x and r["phase"] == 1]
     if len(rows) != 1:
         raise ValueError(f"{path}: {len(rows)} rows of {x} after the change in its robustness table, not 1")
@@ -176,6 +184,16 @@ def against(folder: Path, baseline: str, x: str) -> dict:
         "corrected": rows[0]["corrected"],
         "fragile": any(not v["iqm"] < 1 for v in rows[0]["readings"].values()),
     }
+
+
+def check_settings(path: Path, settings: dict, wanted: dict) -> None:
+    """ValueError unless the analysis at `path` was made with the plan's settings, from the study's series alone."""
+    wrong = {k: settings.get(k) for k, v in wanted.items() if settings.get(k) != v}
+    if wrong:
+        raise ValueError(f"{path} was made with {wrong}, not the plan's { ({k: wanted[k] for k in wrong}) }")
+    folders = settings.get("folders") or [""]
+    if len(folders) != 1 or Path(folders[0]).name != "series.jsonl.gz":
+        raise ValueError(f"{path} was made from {folders}, not from the study's series.jsonl.gz alone")
 
 
 def interval(x: str, reading: dict) -> list[float]:
@@ -215,7 +233,7 @@ def skill_table(judged: dict[str, list[dict]], role: dict[str, str], way: str | 
 def report(folder: Path, way: str | None) -> str:
     judged = judged_runs(folder, way)
     doing = counts(judged)
-    comparators, passes = gates(doing, way)
+    comparators, passes = gates(doing, way, {arm for arm, runs in judged.items() if runs})
     role = {label: name for name, label in arms(way).items()}
     skills = skill_arms(way)
     d0 = arms(way).get("D0")
@@ -312,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.judged:
             print(" ".join(x for x in interest(way) if judged[x]))
         elif args.against:
-            comparators, _ = gates(counts(judged), way)
+            comparators, _ = gates(counts(judged), way, {arm for arm, runs in judged.items() if runs})
             print(" ".join(comparators + [a for a in skill_arms(way)[2:] if a not in comparators]))
         else:
             print(report(args.folder, way))
