@@ -734,9 +734,7 @@ def test_the_follow_up_verdict_applies_the_plan_s_gates_and_outcomes(tmp_path):
                 phases = [{"return_window": 0.9 if i < before else 0.1}, {"return_window": 0.9 if i < after else 0.1}]
                 runs.append({"method": arm, "seed": 211 + i, "finished": True, "phases": phases})
         out.mkdir()
-        made = {**verdict.SETTINGS, "folders": ["docs/results/skills-band-8x8/series.jsonl.gz"]}
-        first = {**made, "baseline": names["F1"], "comparisons": 1, **(main or {})}
-        (out / "results.json").write_text(json.dumps({"settings": first, "runs": runs}))
+        (out / "results.json").write_text(json.dumps({"runs": runs}))
         for a, (low, high) in cis.items():
             point = (low + high) / 2
             readings = {"threshold x1, span 10": {"iqm": point, "low": low, "high": high}, "span 30": {"iqm": 0.9}}
