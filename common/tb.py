@@ -1,4 +1,4 @@
-"""Read scalars back from a run's TensorBoard event files.
+"""Read scalars and images back from a run's TensorBoard event files.
 
 A direct reader of the event files: TensorBoard's EventAccumulator checks every record's CRC
 in pure Python, about 10 s per 800k-step run here; this reads the records with `struct`, parses
@@ -36,12 +36,22 @@ def file_version(event) -> float:
         return -1.0
 
 
+def creation_order(path: Path) -> tuple:
+    """Where an event file comes among a run's: by the second its writer opened it, then by the writer's number within
+    its process (`events.out.tfevents.<time>.<host>.<pid>.<number>`; as text, writer 10 would sort before writer 9)."""
+    parts = path.name.split(".")
+    try:
+        return int(parts[3]), int(parts[-1]), path.name
+    except (IndexError, ValueError):
+        return -1, -1, path.name
+
+
 def events(run_dir: str | Path):
-    """The events of a run's event files, file by file in name (creation) order."""
+    """The events of a run's event files, file by file in creation order."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
-    for path in sorted(p for p in run_dir.iterdir() if "tfevents" in p.name and p.is_file()):
+    for path in sorted((p for p in run_dir.iterdir() if "tfevents" in p.name and p.is_file()), key=creation_order):
         for record in records(path):
             yield event_pb2.Event.FromString(record)
 
@@ -81,33 +91,41 @@ def read_scalars(run_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
 def read_images(run_dir: str | Path, tag: str) -> list[tuple[int, bytes]]:
     """The (step, encoded PNG) of every image logged under `tag`, with `read_tags`'s purge rules (a resumed run's images
     after its checkpoint are its own)."""
-    images = read_tags(
-        run_dir, lambda v: v.image.encoded_image_string if v.tag == tag and v.HasField("image") else None
-    )
-    return images.get(tag, [])
+
+    def pick(value):
+        return value.image.encoded_image_string if value.tag == tag and value.HasField("image") else None
+
+    return read_tags(run_dir, pick).get(tag, [])
 
 
 def last_image(run_dir: str | Path, tag: str) -> tuple[int, bytes]:
-    """The step and the encoded PNG of the last image logged under `tag`."""
+    """The step and the encoded PNG of the last image logged under `tag` that the run kept (`read_images`)."""
     images = read_images(run_dir, tag)
     if not images:
         raise ValueError(f"no image {tag!r} in {run_dir}")
     return images[-1]
 
 
-def mean_image(run_dir: str | Path, tag: str, start: int, end: int):
-    """The pixel-wise mean (floats in [0, 1], height x width [x channels]) of the images logged under `tag` at steps in
-    [start, end), and how many there were: a map over a stretch of the run rather than its last rollouts."""
+def decode_png(png: bytes):
+    """An encoded PNG as floats in [0, 1], height x width [x channels] (TensorBoard stores a one-channel image as RGB).
+    matplotlib loads here, not at the top: the scalar reader, which every analysis imports, does without it."""
     import io
 
     import matplotlib.image
+
+    return matplotlib.image.imread(io.BytesIO(png), format="png")
+
+
+def mean_image(run_dir: str | Path, tag: str, start: int, end: int):
+    """The pixel-wise mean of the images logged under `tag` at steps in [start, end) that the run kept, and how many
+    there were: a map over a stretch of the run rather than its last rollouts. Each image counts once, whatever it was
+    scaled to (a `skills/visitation` image is scaled to each skill's busiest cell of its own rollouts)."""
     import numpy as np
 
     images = [png for step, png in read_images(run_dir, tag) if start <= step < end]
     if not images:
-        raise ValueError(f"no image {tag!r} at steps {start}-{end} in {run_dir}")
-    pixels = [matplotlib.image.imread(io.BytesIO(png), format="png") for png in images]
-    return np.mean(pixels, axis=0), len(images)
+        raise ValueError(f"no image {tag!r} at steps [{start}, {end}) in {run_dir}")
+    return np.mean([decode_png(png) for png in images], axis=0), len(images)
 
 
 if __name__ == "__main__":
@@ -115,7 +133,7 @@ if __name__ == "__main__":
     import sys
 
     parser = argparse.ArgumentParser(
-        description="Write a run's last image of a tag (or the mean of its images over a stretch of steps) to a PNG file."
+        description="Write a run's last image of a tag, or the mean of its images over steps, to a PNG file."
     )
     parser.add_argument("run_dir")
     parser.add_argument("--image", required=True, help="the tag, e.g. skills/visitation")
@@ -132,22 +150,18 @@ if __name__ == "__main__":
     try:
         if cli.steps:
             pixels, count = mean_image(cli.run_dir, cli.image, *cli.steps)
-            what = f"the mean of {count} images at steps {cli.steps[0]}-{cli.steps[1]}"
+            what = f"the mean of {count} images at steps [{cli.steps[0]}, {cli.steps[1]})"
         else:
             step, png = last_image(cli.run_dir, cli.image)
-            what = f"step {step}"
+            pixels, what = None if cli.scale == 1 else decode_png(png), f"step {step}"
+        if pixels is None:
+            Path(cli.out).write_bytes(png)
+        else:
+            import matplotlib.image
+            import numpy as np
+
+            pixels = np.repeat(np.repeat(pixels, cli.scale, axis=0), cli.scale, axis=1)
+            matplotlib.image.imsave(cli.out, pixels, cmap="gray" if pixels.ndim == 2 else None, vmin=0, vmax=1)
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")
-    if cli.scale == 1 and not cli.steps:
-        Path(cli.out).write_bytes(png)
-    else:
-        import io
-
-        import matplotlib.image
-        import numpy as np
-
-        if not cli.steps:
-            pixels = matplotlib.image.imread(io.BytesIO(png), format="png")
-        pixels = np.repeat(np.repeat(pixels, cli.scale, axis=0), cli.scale, axis=1)
-        matplotlib.image.imsave(cli.out, pixels, cmap="gray" if pixels.ndim == 2 else None, vmin=0, vmax=1)
     print(f"wrote {cli.out} ({what})")

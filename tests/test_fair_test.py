@@ -996,7 +996,7 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     floor = folder("floor", {**counts, "F1": (7, 6), "F2a": (5, 7), "F6": (6, 4)}, {})  # 6 of 10 before binds
     assert run(floor, "--against").split() == [names[r] for r in ("F1", "F6", "D0")]
 
-    # no way: the embedding and the non-interest arms only
+    # no way: the embedding, PPO at three entropies and the noise reward
     none = "chosen: ppo_poi_diayn (no way passes or qualifies in 2 of 3: no skill study on these ways)"
     e1 = {("E1", a): good for a in ("F1", "F2a", "F6")}
     out = run(folder("no-way", counts, e1, way=None), way=none)

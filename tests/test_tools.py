@@ -180,17 +180,30 @@ def test_the_mean_image_over_steps_averages_what_the_run_kept(tmp_path):
     assert count == 2 and pixels.shape[:2] == (2, 2) and np.allclose(pixels, 0.1, atol=1 / 255)
     pixels, count = mean_image(run, "maps", 15, 41)
     assert count == 2 and np.allclose(pixels, 0.4, atol=1 / 255)
-    with pytest.raises(ValueError, match="no image 'maps' at steps 21-40"):
+    with pytest.raises(ValueError, match=r"no image 'maps' at steps \[21, 40\)"):
         mean_image(run, "maps", 21, 40)
     out = tmp_path / "mean.png"
     done = forked.run(
         ["-m", "common.tb", run, "--image", "maps", "--steps", "0", "40", "--out", out, "--scale", "3"], ROOT
     )
-    assert done.returncode == 0 and "the mean of 2 images at steps 0-40" in done.stdout, done.stderr
+    assert done.returncode == 0 and "the mean of 2 images at steps [0, 40)" in done.stdout, done.stderr
     assert np.allclose(matplotlib.image.imread(out)[..., 0], 0.1, atol=1 / 255)
     assert matplotlib.image.imread(out).shape[:2] == (6, 6)
     bad = forked.run(["-m", "common.tb", run, "--image", "maps", "--steps", "40", "0", "--out", out], ROOT)
     assert bad.returncode == 1 and bad.stderr.strip() == "error: --steps needs 0 <= START < END, got 40 0"
+    nowhere = forked.run(["-m", "common.tb", run, "--image", "maps", "--out", tmp_path / "no" / "map.png"], ROOT)
+    assert nowhere.returncode == 1 and len(nowhere.stderr.strip().splitlines()) == 1, nowhere.stderr
+
+
+def test_event_files_are_read_in_the_order_their_writers_opened_them(tmp_path):
+    """Two writers of one process opened in the same second: the 10th after the 9th, which as text sorts after it
+    (the number ends the name); the second's time decides first."""
+    from common.tb import creation_order
+
+    names = ["events.out.tfevents.1700000001.host.a.b.7.0", "events.out.tfevents.1700000000.host.a.b.7.10",
+             "events.out.tfevents.1700000000.host.a.b.7.9", "events.out.tfevents.odd"]  # fmt: skip
+    ordered = sorted((tmp_path / name for name in names), key=creation_order)
+    assert [p.name for p in ordered] == [names[3], names[2], names[1], names[0]]
 
 
 def test_a_change_after_the_last_evaluation_is_summarised_without_a_peak(tmp_path):
