@@ -150,7 +150,7 @@ if __name__ == "__main__":
     try:
         if cli.steps:
             pixels, count = mean_image(cli.run_dir, cli.image, *cli.steps)
-            what = f"the mean of {count} images at steps [{cli.steps[0]}, {cli.steps[1]})"
+            what = f"the mean of {count} image{'s' * (count != 1)} at steps [{cli.steps[0]}, {cli.steps[1]})"
         else:
             step, png = last_image(cli.run_dir, cli.image)
             pixels, what = None if cli.scale == 1 else decode_png(png), f"step {step}"
