@@ -230,8 +230,8 @@ def skill_table(judged: dict[str, list[dict]], role: dict[str, str], way: str | 
     return lines
 
 
-def report(folder: Path, way: str | None) -> str:
-    judged = judged_runs(folder, way)
+def report(folder: Path, way: str | None, judged: dict[str, list[dict]]) -> str:
+    """The verdicts' tables and lines; `judged`: `judged_runs(folder, way)`."""
     doing = counts(judged)
     comparators, passes = gates(doing, way, {arm for arm, runs in judged.items() if runs})
     role = {label: name for name, label in arms(way).items()}
@@ -331,9 +331,9 @@ def main(argv: list[str] | None = None) -> int:
             print(" ".join(x for x in interest(way) if judged[x]))
         elif args.against:
             comparators, _ = gates(counts(judged), way, {arm for arm, runs in judged.items() if runs})
-            print(" ".join(comparators + [a for a in skill_arms(way)[2:] if a not in comparators]))
+            print(" ".join(comparators + [a for a in labels(way, ("D0",)) if a not in comparators]))
         else:
-            print(report(args.folder, way))
+            print(report(args.folder, way, judged))
     except (ValueError, KeyError) as error:
         sys.exit(f"error: {error}")
     return 0
