@@ -445,6 +445,40 @@ def test_the_behaviour_script_reads_a_checkpoint_left_by_a_stopped_run(tmp_path)
         assert bad.returncode == 2 and message in bad.stderr.strip().splitlines()[-1], bad.stderr
 
 
+def test_the_milestone_copies_are_the_last_checkpoint_at_or_before_each_milestone(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "copy_milestones", ROOT / "docs/results/fair-test-8x8-entropy/copy_milestones.py"
+    )
+    copier = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copier)
+    run = tmp_path / "runs" / "ColorDoorKey-8x8__ppo__5__1796398036"
+    run.mkdir(parents=True)
+    out, seen, last = tmp_path / "copies", {}, {}
+
+    def write(step):  # a checkpoint as save_checkpoint writes it: a new file renamed over the last one
+        torch.save(dict(values=dict(global_step=step), weights=torch.full((2,), float(step))), run / "new.pt")
+        (run / "new.pt").replace(run / "checkpoint.pt")
+        return copier.poll(tmp_path / "runs", out, (100, 300, 350), seen, last)
+
+    assert write(50) == []  # the first one seen: nothing passed yet
+    assert copier.poll(tmp_path / "runs", out, (100, 300, 350), seen, last) == []  # not read twice
+    assert write(100) == []  # at a milestone, not past it
+    assert len(write(250)) == 1  # past 100: the copy of 100's
+    assert len(write(400)) == 2  # past 300 and 350 at once: both the copy of 250's
+    assert len(write(500)) == 0
+    copies = out / "ColorDoorKey-8x8__ppo__5"
+    assert sorted(f.name for f in copies.glob("[0-9]*.pt")) == ["100.pt", "300.pt", "350.pt"]
+    steps = {f.stem: copier.global_step(f) for f in copies.glob("[0-9]*.pt")}
+    assert steps == {"100": 100, "300": 250, "350": 250}
+    assert torch.load(copies / "300.pt")["weights"].tolist() == [250.0, 250.0]  # the whole file, not a step alone
+
+    late = tmp_path / "runs" / "ColorDoorKey-8x8__ppo__6__1796398037"  # a run first seen after a milestone
+    late.mkdir()
+    torch.save(dict(values=dict(global_step=320)), late / "checkpoint.pt")
+    copier.poll(tmp_path / "runs", out, (100, 300, 350), seen, last)
+    assert not (out / "ColorDoorKey-8x8__ppo__6" / "300.pt").exists()  # its checkpoint before 300 was never seen
+
+
 def test_the_behaviour_tables_split_the_runs_by_the_task_after_the_change(tmp_path):
     def row(label, seed, success, checkpoint, color="blue"):
         shares = dict(red=0.5, blue=0.5)
