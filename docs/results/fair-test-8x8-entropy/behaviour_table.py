@@ -8,9 +8,9 @@ random policy on the same layouts, the same number of episodes, blue correct) an
 each run's mean return over the last 100k steps of each phase). A checkpoint's milestone is its file name: the
 checkpoint the run had last written when its log passed that step (a run writes one every 204,800 steps; seeds
 211-217 copied every 30 s by a script lost with that machine, 218-220 by copy_milestones.py), so its own step, in the
-table, can lie up to about 200k before the milestone or, where the copying began late, after it; the phase's correct key is beside it. Prints one table per milestone, a row per run, and the
-medians, after the change, of the runs that do the task after it (a return of at least 0.8 there) beside those that
-do not.
+table, can lie up to about 200k before the milestone or, where the copying began late, after it; the phase's correct
+key is beside it. Prints one table per milestone, a row per run, and the medians, after the change, of the runs
+that do the task after it (a return of at least 0.8 there) beside those that do not.
 """
 
 import json

@@ -13,32 +13,16 @@ the first checkpoint it sees of a run (started late) is left out. Runs until sto
 import argparse
 import pickle
 import shutil
+import sys
 import time
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from behaviour import _pickle_module  # reads a checkpoint without the algorithm file's classes
+
 MILESTONES = (1_900_000, 2_300_000, 2_700_000, 3_800_000)
-
-
-class _Stub:
-    """What a class of the algorithm file that wrote the checkpoint becomes: only the loop's values are read."""
-
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def __setstate__(self, state):
-        pass
-
-
-class _StubPickle:
-    """A pickle module for torch.load that reads a checkpoint without the algorithm file's classes."""
-
-    class Unpickler(pickle.Unpickler):
-        def find_class(self, module, name):
-            return _Stub if module == "__main__" else super().find_class(module, name)
-
-    load = pickle.load
 
 
 def identity(path: Path) -> tuple[int, int]:
@@ -47,23 +31,26 @@ def identity(path: Path) -> tuple[int, int]:
 
 
 def global_step(path: Path) -> int:
-    return torch.load(path, map_location="cpu", pickle_module=_StubPickle, weights_only=False)["values"]["global_step"]
+    checkpoint = torch.load(path, map_location="cpu", pickle_module=_pickle_module(None), weights_only=False)
+    return checkpoint["values"]["global_step"]
 
 
 def poll(runs: Path, out: Path, milestones, seen: dict, last: dict) -> list[str]:
     """One look at every run folder under `runs`: each checkpoint.pt not read before is copied and read, and a
     milestone it passes gets the copy kept from the run's checkpoint before it. `seen` (which file each run's
-    checkpoint.pt was when last read: a new checkpoint is a new file renamed over it) and `last` (the step of its copy kept as last.pt) carry over between polls. Returns what
-    it did, a line each."""
+    checkpoint.pt was when last read: a new checkpoint is a new file renamed over it) and `last` (the step of its
+    copy kept as last.pt) carry over between polls. Returns what it did, a line each."""
     done = []
     for run in sorted(runs.iterdir()):
         checkpoint = run / "checkpoint.pt"
-        if not checkpoint.is_file() or seen.get(run) == identity(checkpoint):
+        if not checkpoint.is_file():
+            continue
+        file = identity(checkpoint)
+        if seen.get(run) == file:
             continue
         copies = out / run.name.rsplit("__", 1)[0]
         copies.mkdir(parents=True, exist_ok=True)
         try:
-            file = identity(checkpoint)
             shutil.copyfile(checkpoint, copies / "new.pt")
             step = global_step(copies / "new.pt")
         except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as error:  # replaced while copied
