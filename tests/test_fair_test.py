@@ -1059,3 +1059,146 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     (tmp_path / "fragile" / "results.json").write_text(json.dumps(data))
     assert "more than 10 finished runs" in run(tmp_path / "fragile", code=1)
     assert "not a decision line" in forked.run([script, "--flags", "| a table row |"], tmp_path).stderr
+
+
+def _fm_verdict():
+    spec = importlib.util.spec_from_file_location("fm_verdict", ROOT / "docs/results/fm-fair-6x6/verdict.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_forward_model_verdict_applies_the_plan_s_wins_void_readings_and_fragility(tmp_path):
+    """verdict.py of the forward-model study on hand-made analyses: a win needs the 99.17% upper end below 1 and the
+    task kept; a reading at a threshold at or above half of F1's peak is void; any other reading not below 1, or not
+    made, makes a win fragile, and so does (I1, I2) a ratio to G1 not below 1."""
+    verdict = _fm_verdict()
+    T = 0.0025
+
+    def folder(name, wins=(), keeps=True, readings=None, at_15=None, g1=None, peak=0.02, comparisons=6, t15=1.5 * T):
+        """wins: the arms whose 99.17% upper end is 0.9 (others 1.2); readings / at_15: arm -> {reading: ratio}."""
+        out = tmp_path / name
+        (out / "threshold-1.5T").mkdir(parents=True)
+        (out / "against-gaussian-ppo").mkdir()
+        verdicts, rows, rows_15, aggregates = [], [], [], []
+        for arm, method in verdict.JUDGED.items():
+            high = 0.9 if arm in wins else 1.2
+            verdicts.append({"env": "E", "phase": 1, "method": method, "against": "frontier", "ratio": high - 0.2,
+                             "corrected_high": high, "keeps_task": keeps, "verdict": "-"})  # fmt: skip
+            ratios = {k: 0.8 for k in verdict.READINGS} | (readings or {}).get(arm, {})
+            for task, scale in [("return_phase", 0.5), ("return_window", 1)]:  # only the second is pre-registered
+                rows.append({"method": method, "phase": 1, "task": task,
+                             "readings": {k: {"ratio": r * scale} for k, r in ratios.items()}})  # fmt: skip
+                ratio_15 = (at_15 or {}).get(arm, 0.8) * scale
+                rows_15.append({"method": method, "phase": 1, "task": task,
+                                "readings": {"changed_adaptation": {"ratio": ratio_15}}})  # fmt: skip
+            aggregates.append({"phase": 1, "method": method,
+                               "changed_adaptation_normalised": {"iqm": (g1 or {}).get(arm, 0.9)}})  # fmt: skip
+        runs = [{"method": verdict.F1, "seed": 301 + i, "phases": [{}, {"changed_highest": peak,
+                 "changed_adaptation": 200_000.0 + 10_000 * i}]} for i in range(10)]  # fmt: skip
+        settings = {"changed_threshold": T, "comparisons": comparisons, "baseline": verdict.F1}
+        (out / "results.json").write_text(
+            json.dumps({"settings": settings, "verdicts": verdicts, "frontier": rows, "runs": runs})
+        )
+        (out / "threshold-1.5T" / "results.json").write_text(
+            json.dumps({"settings": settings | {"changed_threshold": t15}, "frontier": rows_15})
+        )
+        (out / "against-gaussian-ppo" / "results.json").write_text(
+            json.dumps({"settings": settings | {"baseline": verdict.G1}, "aggregates": aggregates})
+        )
+        return out
+
+    def table(out):
+        result = forked.run([ROOT / "docs/results/fm-fair-6x6/verdict.py", out], tmp_path)
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        rows = {line.split(" `")[0][2:]: line.split(" | ")[-1].rstrip(" |") for line in lines if line.startswith("| I")}
+        rows |= {
+            line.split(" `")[0][2:]: line.split(" | ")[-1].rstrip(" |") for line in lines if line.startswith("| R")
+        }
+        return lines, rows
+
+    lines, rows = table(folder("none"))
+    assert (
+        rows == dict.fromkeys(verdict.JUDGED, "no")
+        and "No win: no judged arm beats the non-interest frontier." in lines
+    )
+    assert lines[0] == "T 0.0025; half of F1's peak 0.01000; void readings: none"
+    lines, rows = table(folder("win", wins=("I3",)))
+    assert rows["I3"] == "**win**" and rows["I4"] == "no" and "Wins: I3." in lines
+    _, rows = table(folder("task lost", wins=("I3",), keeps=False))
+    assert rows["I3"] == "no"
+    _, rows = table(folder("fragile", wins=("I3", "R3"), readings={"I3": {"span 30": 1.0}}, at_15={"R3": 1.05}))
+    assert rows["I3"] == "**win** (fragile: span 30 1.00)" and rows["R3"] == "**win** (fragile: threshold x1.5 1.05)"
+    _, rows = table(folder("not made", wins=("I4",), readings={"I4": {"mean log10 loss, first 200k": float("nan")}}))
+    assert rows["I4"] == "**win** (fragile: mean log10 loss, first 200k cannot be made)"
+    _, rows = table(folder("gaussian", wins=("I1", "I2"), g1={"I1": 1.0, "I2": 0.99}))
+    assert rows["I1"] == "**win** (fragile: against G1 1.00)" and rows["I2"] == "**win**"
+    # F1's peak 0.008: half is 0.004; 2T = 0.005 is void, 1.5T = 0.00375 is not
+    lines, rows = table(folder("void", wins=("I3", "I4"), readings={"I3": {"threshold x2, span 10": 1.3}},
+                               at_15={"I4": 1.1}, peak=0.008))  # fmt: skip
+    assert lines[0].endswith("void readings: threshold x2, span 10")
+    assert rows["I3"] == "**win**" and rows["I4"] == "**win** (fragile: threshold x1.5 1.10)"
+    lines, _ = table(folder("all void", peak=0.004))
+    assert lines[0].endswith(
+        "void readings: threshold x2, span 10, threshold x1.5, T itself (the pre-registered reading)"
+    )
+    for name, kwargs, message in [
+        ("five", {"comparisons": 5}, "--comparisons 5, not 6"),
+        ("wrong 1.5T", {"t15": 2 * T}, "is at threshold 0.005, not 1.5 x 0.0025"),
+    ]:
+        result = forked.run([ROOT / "docs/results/fm-fair-6x6/verdict.py", folder(name, **kwargs)], tmp_path)
+        assert result.returncode == 1 and message in result.stderr, (name, result.stderr)
+    (folder("missing") / "threshold-1.5T" / "results.json").unlink()
+    result = forked.run([ROOT / "docs/results/fm-fair-6x6/verdict.py", tmp_path / "missing"], tmp_path)
+    assert result.returncode == 1 and "threshold-1.5T/results.json" in result.stderr
+
+
+def test_the_forward_model_verdict_s_detectable_ratio_is_the_plan_s_computation():
+    """At 10 runs an arm, the largest detectable ratio is the plan's number from the baseline study's PPO runs (0.591,
+    by common.frontier.versus); it grows towards 1 with the runs, and arms of identical runs can show any ratio."""
+    verdict = _fm_verdict()
+    runs = json.loads((ROOT / "docs/results/cdk6x6-baseline/forward/results.json").read_text())["runs"]
+    v = np.array([run["phases"][1]["changed_adaptation"] for run in runs])
+    assert len(v) == 10
+    high = frontier.versus(v, v, reps=5000, seed=0, level=verdict.LEVEL)[2]
+    assert verdict.largest_detectable(v, 10) == pytest.approx(1 / high, rel=1e-12)
+    assert verdict.largest_detectable(v, 10) == pytest.approx(0.591, abs=0.0005)
+    at = [verdict.largest_detectable(v, n, reps=2000) for n in (10, 40, 300)]
+    assert at[0] < at[1] < at[2] < 1
+    assert verdict.largest_detectable(np.full(10, 2e5), 10) == 1.0
+
+
+def test_the_forward_model_verdict_reads_real_analyses(tmp_path):
+    """verdict.py's reading of what common.analyze writes, on the committed probe runs (F1, G1, I1 and I2 on seeds
+    401-403): the ratios are the analysis's own, half of F1's peak is the IQM of its runs' highest changed loss."""
+    verdict = _fm_verdict()
+    probe = ROOT / "docs/results/fm-fair-6x6/probe"
+    series_files = [str(probe / "series.jsonl.gz"), str(probe / "faithful/series.jsonl.gz")]
+    I1, I2 = verdict.JUDGED["I1"], verdict.JUDGED["I2"]
+    common_flags = ["--span", "10", "--eval-threshold", "0.004", "--train-threshold", "0.004", "--reps", "100"]
+    for threshold, out in [("0.0025", tmp_path), ("0.00375", tmp_path / "threshold-1.5T")]:
+        assert analyze.main([
+            *series_files, "--baseline", verdict.F1, "--frontier", verdict.F1, verdict.G1, "--judge", I1, I2,
+            "--comparisons", "6", "--changed-threshold", threshold, *common_flags, "--out", str(out),
+        ]) == 0  # fmt: skip
+    assert analyze.main([
+        *series_files, "--baseline", verdict.G1, "--task-baseline", verdict.F1, "--changed-threshold", "0.0025",
+        *common_flags, "--out", str(tmp_path / "against-gaussian-ppo"),
+    ]) == 0  # fmt: skip
+    verdict.JUDGED = {"I1": I1, "I2": I2}
+    rows, context = verdict.judge(tmp_path)
+    results = json.loads((tmp_path / "results.json").read_text())
+    published = {v["method"]: v for v in results["verdicts"]}
+    g1 = json.loads((tmp_path / "against-gaussian-ppo/results.json").read_text())["aggregates"]
+    for row in rows:  # the same numbers (NaN where the analysis could not make one)
+        g1_row = next(a for a in g1 if a["phase"] == 1 and a["method"] == row["method"])
+        np.testing.assert_equal(
+            [row["ratio"], row["high"], row["keeps_task"], row["g1"]],
+            [*(published[row["method"]][k] for k in ("ratio", "corrected_high", "keeps_task")),
+             g1_row["changed_adaptation_normalised"]["iqm"]],
+        )  # fmt: skip
+    assert rows[0]["g1"] > 0 and not rows[0]["keeps_task"] and not rows[0]["win"]  # I1 lost the task in 2 of 3
+    peaks = sorted(r["phases"][1]["changed_highest"] for r in results["runs"] if r["method"] == verdict.F1)
+    assert len(peaks) == 3 and context["half_peak"] == pytest.approx(sum(peaks) / 6)  # an IQM of 3 trims nothing
+    assert context["T"] == 0.0025 and set(context["detect"]) == set(verdict.GRID)
