@@ -1068,137 +1068,215 @@ def _fm_verdict():
     return module
 
 
+def _fm_analyses(verdict, out, T=0.0025, wins=(), high=None, keeps=True, primary=None, readings=None, at_15=None,
+                 g1=None, floor=0.0016, peaks=None, runs_of=None, **settings):  # fmt: skip
+    """The four analyses verdict.py reads, hand-made in common.analyze's shape (every reading the tool writes, T/2's
+    at 1.5 so that counting it would show). wins: the arms whose 99.17% upper end is 0.9 (others 1.2; `high`
+    overrides); primary / readings / at_15 / g1: arm -> the ratio (g1: None leaves the ratio out)."""
+    names = [*analyze.Robustness().names(10), "changed_adaptation"]
+    peaks = [0.02] * 10 if peaks is None else peaks
+    arms = [*verdict.FRONTIER, *verdict.JUDGED.values()]
+    runs = [
+        {"method": m, "seed": 301 + i, "phases": [{"changed_asymptotic": 0.002}, {
+            "changed_highest": peaks[i % 10] if m == verdict.F1 else 0.01, "changed_adaptation": 2e5 + 1e4 * i}]}
+        for m in arms for i in range((runs_of or {}).get(m, 10))
+    ]  # fmt: skip
+    base = dict(verdict.SETTINGS, changed_threshold=T, comparisons=6, baseline=verdict.F1, folders=["s.jsonl.gz"],
+                frontier=list(verdict.FRONTIER), judge=list(verdict.JUDGED.values()), task_baseline=None)  # fmt: skip
+    base |= settings
+    verdicts, rows, rows_15, to_f1, to_g1 = [], [], [], [], []
+    for arm, method in verdict.JUDGED.items():
+        corrected = (high or {}).get(arm, 0.9 if arm in wins else 1.2)
+        verdicts.append({"env": "E", "phase": 1, "method": method, "against": "frontier", "ratio": 0.7,
+                         "corrected_high": corrected, "keeps_task": keeps, "verdict": "-"})  # fmt: skip
+        ratios = dict.fromkeys(names, 0.8) | {"threshold x0.5, span 10": 1.5, "changed_adaptation": 0.7}
+        ratios |= (readings or {}).get(arm, {}) | (
+            {"changed_adaptation": primary[arm]} if arm in (primary or {}) else {}
+        )
+        for task, scale in [("return_phase", 0.5), ("return_window", 1)]:  # only the second is pre-registered
+            rows.append({"method": method, "phase": 1, "task": task, "runs": 10, "readings": {
+                k: {"ratio": r * scale, "not_judged_share": 0.25} for k, r in ratios.items()}})  # fmt: skip
+            ratio_15 = (at_15 or {}).get(arm, 0.8) * scale
+            rows_15.append({"method": method, "phase": 1, "task": task, "runs": 10, "readings": {
+                "changed_adaptation": {"ratio": ratio_15, "not_judged_share": 0.0}}})  # fmt: skip
+        to_f1.append({"phase": 1, "method": method, "changed_adaptation_normalised": {"iqm": 0.75}})
+        ratio_g1 = (g1 or {}).get(arm, 0.9)
+        to_g1.append({"phase": 1, "method": method} | ({} if ratio_g1 is None else {
+            "changed_adaptation_normalised": {"iqm": ratio_g1}}))  # fmt: skip
+    task = [{"method": m, "phase": k, "return_window": {"iqm": 0.9, "low": 0.85, "high": 0.95}}
+            for m in arms for k in (0, 1)]  # fmt: skip
+    analyses = {
+        "results.json": {"settings": base, "verdicts": verdicts, "frontier": rows, "runs": runs, "task": task,
+                         "aggregates": to_f1, "notes": []},
+        "threshold-1.5T/results.json": {"settings": base | {"changed_threshold": 1.5 * T}, "frontier": rows_15,
+                                        "runs": runs},
+        "against-gaussian-ppo/results.json": {"settings": base | {"baseline": verdict.G1}, "aggregates": to_g1,
+                                              "runs": runs},
+        "probe/faithful/results.json": {"runs": [{"method": verdict.G1, "seed": 401 + i, "phases": [
+            {"changed_asymptotic": floor}]} for i in range(3)]},
+    }  # fmt: skip
+    for name, content in analyses.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(json.dumps(content))
+    return out
+
+
 def test_the_forward_model_verdict_applies_the_plan_s_wins_void_readings_and_fragility(tmp_path):
-    """verdict.py of the forward-model study on hand-made analyses: a win needs the 99.17% upper end below 1 and the
-    task kept; a reading at a threshold at or above half of F1's peak is void; any other reading not below 1, or not
-    made, makes a win fragile, and so does (I1, I2) a ratio to G1 not below 1."""
+    """verdict.py of the forward-model study on hand-made analyses, at the rules' edges: a win needs the 99.17% upper
+    end below 1, the task kept and an arm inside the frontier's task levels; a threshold reading at or above half of
+    F1's peak IQM is void; any other reading not below 1, or not made, makes a win fragile, and so does (I1, I2) a
+    ratio to G1 not below 1; I1 and I2 are judged only below G1's faithful floor."""
     verdict = _fm_verdict()
-    T = 0.0025
+    script = ROOT / "docs/results/fm-fair-6x6/verdict.py"
 
-    def folder(name, wins=(), keeps=True, readings=None, at_15=None, g1=None, peak=0.02, comparisons=6, t15=1.5 * T):
-        """wins: the arms whose 99.17% upper end is 0.9 (others 1.2); readings / at_15: arm -> {reading: ratio}."""
-        out = tmp_path / name
-        (out / "threshold-1.5T").mkdir(parents=True)
-        (out / "against-gaussian-ppo").mkdir()
-        verdicts, rows, rows_15, aggregates = [], [], [], []
-        for arm, method in verdict.JUDGED.items():
-            high = 0.9 if arm in wins else 1.2
-            verdicts.append({"env": "E", "phase": 1, "method": method, "against": "frontier", "ratio": high - 0.2,
-                             "corrected_high": high, "keeps_task": keeps, "verdict": "-"})  # fmt: skip
-            ratios = {k: 0.8 for k in verdict.READINGS} | (readings or {}).get(arm, {})
-            for task, scale in [("return_phase", 0.5), ("return_window", 1)]:  # only the second is pre-registered
-                rows.append({"method": method, "phase": 1, "task": task,
-                             "readings": {k: {"ratio": r * scale} for k, r in ratios.items()}})  # fmt: skip
-                ratio_15 = (at_15 or {}).get(arm, 0.8) * scale
-                rows_15.append({"method": method, "phase": 1, "task": task,
-                                "readings": {"changed_adaptation": {"ratio": ratio_15}}})  # fmt: skip
-            aggregates.append({"phase": 1, "method": method,
-                               "changed_adaptation_normalised": {"iqm": (g1 or {}).get(arm, 0.9)}})  # fmt: skip
-        runs = [{"method": verdict.F1, "seed": 301 + i, "phases": [{}, {"changed_highest": peak,
-                 "changed_adaptation": 200_000.0 + 10_000 * i}]} for i in range(10)]  # fmt: skip
-        settings = {"changed_threshold": T, "comparisons": comparisons, "baseline": verdict.F1}
-        (out / "results.json").write_text(
-            json.dumps({"settings": settings, "verdicts": verdicts, "frontier": rows, "runs": runs})
-        )
-        (out / "threshold-1.5T" / "results.json").write_text(
-            json.dumps({"settings": settings | {"changed_threshold": t15}, "frontier": rows_15})
-        )
-        (out / "against-gaussian-ppo" / "results.json").write_text(
-            json.dumps({"settings": settings | {"baseline": verdict.G1}, "aggregates": aggregates})
-        )
-        return out
-
-    def table(out):
-        result = forked.run([ROOT / "docs/results/fm-fair-6x6/verdict.py", out], tmp_path)
-        assert result.returncode == 0, result.stderr
+    def table(name, **kwargs):
+        result = forked.run([script, _fm_analyses(verdict, tmp_path / name, **kwargs)], tmp_path)
+        assert result.returncode == 0, (name, result.stderr)
         lines = result.stdout.splitlines()
-        rows = {line.split(" `")[0][2:]: line.split(" | ")[-1].rstrip(" |") for line in lines if line.startswith("| I")}
-        rows |= {
-            line.split(" `")[0][2:]: line.split(" | ")[-1].rstrip(" |") for line in lines if line.startswith("| R")
-        }
-        return lines, rows
+        return lines, {line.split(" `")[0][2:]: line.split(" | ")[-1].rstrip(" |") for line in lines
+                       if line[:4] in {f"| {a}" for a in verdict.JUDGED}}  # fmt: skip
 
-    lines, rows = table(folder("none"))
+    lines, rows = table("none")
     assert (
         rows == dict.fromkeys(verdict.JUDGED, "no")
         and "No win: no judged arm beats the non-interest frontier." in lines
     )
-    assert lines[0] == "T 0.0025; half of F1's peak 0.01000; void readings: none"
-    lines, rows = table(folder("win", wins=("I3",)))
+    assert lines[:3] == [
+        "T 0.0025; half of F1's peak 0.01000; void readings: none",
+        "G1's faithful floor on the probe seeds 0.00160 against T 0.0025: I1 and I2 judged (amendment 1)",
+        "runs short of 10: none",
+    ]
+    lines, rows = table("win", wins=("I3",), high={"I4": 1.0})  # an upper end of exactly 1 is no win
     assert rows["I3"] == "**win**" and rows["I4"] == "no" and "Wins: I3." in lines
-    _, rows = table(folder("task lost", wins=("I3",), keeps=False))
+    _, rows = table("task lost", wins=("I3",), keeps=False)
     assert rows["I3"] == "no"
-    _, rows = table(folder("fragile", wins=("I3", "R3"), readings={"I3": {"span 30": 1.0}}, at_15={"R3": 1.05}))
+    _, rows = table("fragile", wins=("I3", "R3", "R2", "I4"), readings={"I3": {"span 30": 1.0}, "R2": {
+        "span 5": float("inf")}, "I4": {"mean log10 loss, first 200k": float("nan")}}, at_15={"R3": 1.05})  # fmt: skip
     assert rows["I3"] == "**win** (fragile: span 30 1.00)" and rows["R3"] == "**win** (fragile: threshold x1.5 1.05)"
-    _, rows = table(folder("not made", wins=("I4",), readings={"I4": {"mean log10 loss, first 200k": float("nan")}}))
+    assert rows["R2"] == "**win** (fragile: span 5 inf)"
     assert rows["I4"] == "**win** (fragile: mean log10 loss, first 200k cannot be made)"
-    _, rows = table(folder("gaussian", wins=("I1", "I2"), g1={"I1": 1.0, "I2": 0.99}))
+    _, rows = table("gaussian", wins=("I1", "I2"), g1={"I1": 1.0, "I2": 0.99})
     assert rows["I1"] == "**win** (fragile: against G1 1.00)" and rows["I2"] == "**win**"
-    # F1's peak 0.008: half is 0.004; 2T = 0.005 is void, 1.5T = 0.00375 is not
-    lines, rows = table(folder("void", wins=("I3", "I4"), readings={"I3": {"threshold x2, span 10": 1.3}},
-                               at_15={"I4": 1.1}, peak=0.008))  # fmt: skip
-    assert lines[0].endswith("void readings: threshold x2, span 10")
-    assert rows["I3"] == "**win**" and rows["I4"] == "**win** (fragile: threshold x1.5 1.10)"
-    lines, _ = table(folder("all void", peak=0.004))
-    assert lines[0].endswith(
-        "void readings: threshold x2, span 10, threshold x1.5, T itself (the pre-registered reading)"
-    )
-    for name, kwargs, message in [
-        ("five", {"comparisons": 5}, "--comparisons 5, not 6"),
-        ("wrong 1.5T", {"t15": 2 * T}, "is at threshold 0.005, not 1.5 x 0.0025"),
-    ]:
-        result = forked.run([ROOT / "docs/results/fm-fair-6x6/verdict.py", folder(name, **kwargs)], tmp_path)
+    _, rows = table("gaussian not made", wins=("I2",), g1={"I2": None})
+    assert rows["I2"] == "**win** (fragile: against G1 cannot be made)"
+    lines, rows = table("below the frontier", wins=("I3",), primary={"I3": float("nan")})
+    assert rows["I3"] == "not judged (below the frontier's task levels)" and "Wins:" not in "\n".join(lines)
+    lines, rows = table("not measurable", wins=("I1", "I2", "I3"), floor=0.0025)  # at T: not below it
+    assert rows["I1"] == rows["I2"] == "not judged (not measurable at T)" and "Wins: I3." in lines
+    assert lines[1].endswith("I1 and I2 not measurable at T: not judged (amendment 1)")
+    # 2T exactly at half of F1's peak (powers of two: no rounding): void; a peak 1% higher: not void
+    edge = {"T": 2**-10, "wins": ("I3",), "readings": {"I3": {"threshold x2, span 10": 1.3}}}
+    lines, rows = table("void", peaks=[2**-8] * 10, **edge)
+    assert lines[0] == "T 0.000976562; half of F1's peak 0.00195; void readings: threshold x2, span 10"
+    assert rows["I3"] == "**win**"
+    lines, rows = table("not void", peaks=[2**-8 * 1.01] * 10, **edge)
+    assert lines[0].endswith("void readings: none") and rows["I3"] == "**win** (fragile: threshold x2, span 10 1.30)"
+    lines, _ = table("all void", T=2**-10, peaks=[2**-10] * 10)
+    assert lines[0].endswith("threshold x2, span 10, threshold x1.5, T itself (the pre-registered reading)")
+    # the peak is the IQM (the mean of the middle 6 of 10), not the median (0.0175) or the mean (0.064)
+    lines, _ = table("peaks", peaks=[0.5, 0.001, 0.002, 0.015, 0.016, 0.017, 0.018, 0.020, 0.024, 0.030])
+    assert lines[0].startswith("T 0.0025; half of F1's peak 0.00917;")
+    lines, _ = table("short", runs_of={verdict.JUDGED["R3"]: 9})
+    assert lines[2] == f"runs short of 10: {verdict.JUDGED['R3']} 9"
+    detect = next(line for line in lines if line.startswith("What n runs"))
+    edges = {int(n): float(r) for n, r in (part[2:].split(": ") for part in detect.split("edge ")[1].split(", "))}
+    for target in (0.7, 0.8, 0.9):
+        first = next((n for n, r in edges.items() if r >= target), None)
+        assert f"a true ratio of {target}: " + (f"n={first}" if first else "more than 300 runs an arm") in lines
+
+    def fails(name, message, **kwargs):
+        result = forked.run([script, _fm_analyses(verdict, tmp_path / name, **kwargs)], tmp_path)
         assert result.returncode == 1 and message in result.stderr, (name, result.stderr)
-    (folder("missing") / "threshold-1.5T" / "results.json").unlink()
-    result = forked.run([ROOT / "docs/results/fm-fair-6x6/verdict.py", tmp_path / "missing"], tmp_path)
-    assert result.returncode == 1 and "threshold-1.5T/results.json" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        return tmp_path / name
+
+    fails("five", "comparisons is 5, the plan's command sets 6", comparisons=5)
+    fails("span", "span is 30, the plan's command sets 10", span=30)
+    fails("against R1", "baseline is 'ppo_poi_replay-model-data-uniform'", baseline="ppo_poi_replay-model-data-uniform")
+    fails("probe seeds", "a run with a seed outside the claim seeds 301-310", runs_of={verdict.F1: 11})
+    out = _fm_analyses(verdict, tmp_path / "wrong 1.5T")  # the fixture, then one field wrong
+    results_15 = json.loads((out / "threshold-1.5T/results.json").read_text())
+    results_15["settings"]["changed_threshold"] = 0.005
+    (out / "threshold-1.5T/results.json").write_text(json.dumps(results_15))
+    result = forked.run([script, out], tmp_path)
+    assert result.returncode == 1 and "changed_threshold is 0.005, the plan's command sets 0.00375" in result.stderr
+    g1 = _fm_analyses(verdict, tmp_path / "g1 baseline")
+    analysis = json.loads((g1 / "against-gaussian-ppo/results.json").read_text())
+    analysis["settings"]["baseline"] = verdict.F1
+    (g1 / "against-gaussian-ppo/results.json").write_text(json.dumps(analysis))
+    result = forked.run([script, g1], tmp_path)
+    assert (
+        result.returncode == 1
+        and f"baseline is '{verdict.F1}', the plan's command sets '{verdict.G1}'" in result.stderr
+    )
+    absent = _fm_analyses(verdict, tmp_path / "absent")
+    analysis = json.loads((absent / "results.json").read_text())
+    del analysis["frontier"][1]["readings"]["span 5"]  # the I1 row at the pre-registered task level
+    (absent / "results.json").write_text(json.dumps(analysis))
+    result = forked.run([script, absent], tmp_path)
+    assert result.returncode == 1 and "no reading 'span 5' of" in result.stderr
+    shape = _fm_analyses(verdict, tmp_path / "one phase")
+    analysis = json.loads((shape / "results.json").read_text())
+    analysis["runs"][0]["phases"] = analysis["runs"][0]["phases"][:1]
+    (shape / "results.json").write_text(json.dumps(analysis))
+    result = forked.run([script, shape], tmp_path)
+    assert result.returncode == 1 and "not shaped as common.analyze writes it (IndexError" in result.stderr
+    (g1 / "threshold-1.5T/results.json").unlink()
+    result = forked.run([script, g1], tmp_path)
+    assert result.returncode == 1 and "threshold-1.5T/results.json: run the plan's command" in result.stderr
 
 
 def test_the_forward_model_verdict_s_detectable_ratio_is_the_plan_s_computation():
-    """At 10 runs an arm, the largest detectable ratio is the plan's number from the baseline study's PPO runs (0.591,
-    by common.frontier.versus); it grows towards 1 with the runs, and arms of identical runs can show any ratio."""
+    """On the baseline study's PPO runs the largest detectable ratio is the plan's: 0.591 at 10 runs an arm (and
+    common.frontier.versus's bound exactly), 0.63 at 20, 0.70 at 30, 0.82 at 100; arms of identical runs show any."""
     verdict = _fm_verdict()
     runs = json.loads((ROOT / "docs/results/cdk6x6-baseline/forward/results.json").read_text())["runs"]
     v = np.array([run["phases"][1]["changed_adaptation"] for run in runs])
     assert len(v) == 10
     high = frontier.versus(v, v, reps=5000, seed=0, level=verdict.LEVEL)[2]
     assert verdict.largest_detectable(v, 10) == pytest.approx(1 / high, rel=1e-12)
-    assert verdict.largest_detectable(v, 10) == pytest.approx(0.591, abs=0.0005)
-    at = [verdict.largest_detectable(v, n, reps=2000) for n in (10, 40, 300)]
-    assert at[0] < at[1] < at[2] < 1
+    for n, plan in [(10, 0.591), (20, 0.63), (30, 0.70), (100, 0.82)]:
+        assert verdict.largest_detectable(v, n) == pytest.approx(plan, abs=0.005), n
     assert verdict.largest_detectable(np.full(10, 2e5), 10) == 1.0
 
 
 def test_the_forward_model_verdict_reads_real_analyses(tmp_path):
-    """verdict.py's reading of what common.analyze writes, on the committed probe runs (F1, G1, I1 and I2 on seeds
-    401-403): the ratios are the analysis's own, half of F1's peak is the IQM of its runs' highest changed loss."""
+    """verdict.py on what common.analyze writes from the committed probe runs (F1, G1, I1 and I2 on seeds 401-403,
+    the claim's names and settings but for the seeds and the resamples): every reading it needs is there, and the
+    ratios it reports are the analysis's own."""
     verdict = _fm_verdict()
     probe = ROOT / "docs/results/fm-fair-6x6/probe"
     series_files = [str(probe / "series.jsonl.gz"), str(probe / "faithful/series.jsonl.gz")]
     I1, I2 = verdict.JUDGED["I1"], verdict.JUDGED["I2"]
-    common_flags = ["--span", "10", "--eval-threshold", "0.004", "--train-threshold", "0.004", "--reps", "100"]
+    verdict.JUDGED, verdict.FRONTIER = {"I1": I1, "I2": I2}, (verdict.F1, verdict.G1)
+    verdict.SEEDS, verdict.SETTINGS["reps"], verdict.PLANNED = (401, 402, 403), 100, 3
+    flags = ["--span", "10", "--eval-threshold", "0.004", "--train-threshold", "0.004", "--reps", "100"]
+    claim = ["--baseline", verdict.F1, "--frontier", verdict.F1, verdict.G1, "--judge", I1, I2, "--comparisons", "6"]
     for threshold, out in [("0.0025", tmp_path), ("0.00375", tmp_path / "threshold-1.5T")]:
-        assert analyze.main([
-            *series_files, "--baseline", verdict.F1, "--frontier", verdict.F1, verdict.G1, "--judge", I1, I2,
-            "--comparisons", "6", "--changed-threshold", threshold, *common_flags, "--out", str(out),
-        ]) == 0  # fmt: skip
+        assert analyze.main([*series_files, *claim, "--changed-threshold", threshold, *flags, "--out", str(out)]) == 0
     assert analyze.main([
         *series_files, "--baseline", verdict.G1, "--task-baseline", verdict.F1, "--changed-threshold", "0.0025",
-        *common_flags, "--out", str(tmp_path / "against-gaussian-ppo"),
+        *flags, "--out", str(tmp_path / "against-gaussian-ppo"),
     ]) == 0  # fmt: skip
-    verdict.JUDGED = {"I1": I1, "I2": I2}
-    rows, context = verdict.judge(tmp_path)
+    (tmp_path / "probe/faithful").mkdir(parents=True)
+    (tmp_path / "probe/faithful/results.json").write_text((probe / "faithful/results.json").read_text())
     results = json.loads((tmp_path / "results.json").read_text())
+    # the tool's names: the analysis at T's, the 1.5T analysis's pre-registered column
+    for row in (r for r in results["frontier"] if r["method"] in (I1, I2) and r["task"] == "return_window"):
+        assert set(verdict.READINGS) | {"changed_adaptation"} <= set(row["readings"])
+    rows, context = verdict.judge(tmp_path)
     published = {v["method"]: v for v in results["verdicts"]}
     g1 = json.loads((tmp_path / "against-gaussian-ppo/results.json").read_text())["aggregates"]
     for row in rows:  # the same numbers (NaN where the analysis could not make one)
         g1_row = next(a for a in g1 if a["phase"] == 1 and a["method"] == row["method"])
         np.testing.assert_equal(
             [row["ratio"], row["high"], row["keeps_task"], row["g1"]],
-            [*(published[row["method"]][k] for k in ("ratio", "corrected_high", "keeps_task")),
-             g1_row["changed_adaptation_normalised"]["iqm"]],
+            [published[row["method"]]["ratio"], published[row["method"]]["corrected_high"],
+             published[row["method"]]["keeps_task"], g1_row["changed_adaptation_normalised"]["iqm"]],
         )  # fmt: skip
-    assert rows[0]["g1"] > 0 and not rows[0]["keeps_task"] and not rows[0]["win"]  # I1 lost the task in 2 of 3
-    peaks = sorted(r["phases"][1]["changed_highest"] for r in results["runs"] if r["method"] == verdict.F1)
+    peaks = [r["phases"][1]["changed_highest"] for r in results["runs"] if r["method"] == verdict.F1]
     assert len(peaks) == 3 and context["half_peak"] == pytest.approx(sum(peaks) / 6)  # an IQM of 3 trims nothing
-    assert context["T"] == 0.0025 and set(context["detect"]) == set(verdict.GRID)
+    assert context["floor"] == pytest.approx(0.0016, abs=5e-6) and context["T"] == 0.0025
+    assert context["short"] == {I2: 1}  # one I2 probe run
+    report = verdict.report(tmp_path)
+    assert "I1 and I2 judged (amendment 1)" in report and "I1 `" in report and "No win" in report
