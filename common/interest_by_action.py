@@ -14,7 +14,7 @@ averages the logged rollouts of the phase's last `--window` steps (rollouts coun
 number of such transitions); plotted per method, one panel each: the median over runs as a dash, each run as a
 dot, per kind and phase, and beside them `all`, the mean of `poi/mean` (every transition) over the same
 rollouts. Reads run folders and sweep folders, and the series files of `common.series`, which keep these means
-for the default window.
+for the default window and for whole phases (`--window 0`; not in a series written before they were kept).
 """
 
 from __future__ import annotations
@@ -179,10 +179,13 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if run.episodes is None:  # a run folder
                 means = phase_means(read_scalars(run.path), args.window)
-            elif args.window != WINDOW:
-                raise ValueError(f"a series keeps the means of the last {WINDOW} steps of each phase only")
+            elif args.window not in (WINDOW, 0):
+                raise ValueError(f"a series keeps the means of the last {WINDOW} steps of each phase and of whole ones")
             else:
-                means = [phase.get("interest_by_action", {}) for phase in run.summary]
+                key = "interest_by_action" if args.window else "interest_by_action_whole"
+                means = [phase.get(key, {}) for phase in run.summary]
+                if not args.window and not any(means) and any(p.get("interest_by_action") for p in run.summary):
+                    raise ValueError(f"{run.path.name}: its series was written before whole phases were kept")
             if any(means):
                 per_method.setdefault(run.method, []).append(means)
         if not per_method:

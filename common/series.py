@@ -11,8 +11,8 @@ event files; the tags of `ROUNDED` and the prefixed ones to 4 significant digits
 which are too many to keep one by one (some 20,000 in an 800k-step 6x6 run), as sums per bin of
 `BIN` global steps (count, return, length) plus, per phase, what only single episodes give: the mean
 return of its last 100 episodes and the step at which that mean first reached 0.8 (`solved_at`); and,
-of a run that logs them, its interest per kind of transition over the phase's last 100k steps
-(`interest_by_action`: `common.interest_by_action`).
+of a run that logs them, its interest per kind of transition over the phase's last 100k steps and over the whole
+phase (`interest_by_action`, `interest_by_action_whole`: `common.interest_by_action`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.interest_by_action import phase_means
+from common.interest_by_action import WINDOW, phase_means
 from common.learning_summary import phase_starts, steps_to_return
 
 RETURN, LENGTH = "charts/episodic_return", "charts/episodic_length"
@@ -134,9 +134,10 @@ def record(run, scalars: dict) -> dict:
         episodes["return"] = [round(v, 6) for v in episodes["return"]]
         episodes["length"] = [v if math.isnan(v) else int(v) for v in episodes["length"]]
         phases = episode_summary(scalars)
-        for phase, means in zip(phases, phase_means(scalars)):
-            if means:
-                phase["interest_by_action"] = {kind: float(f"{value:.4g}") for kind, value in means.items()}
+        for key, window in (("interest_by_action", WINDOW), ("interest_by_action_whole", 0)):
+            for phase, means in zip(phases, phase_means(scalars, window)):
+                if means:
+                    phase[key] = {kind: float(f"{value:.4g}") for kind, value in means.items()}
     else:
         episodes, phases = run.episodes, run.summary
     tags = encode(scalars)

@@ -150,8 +150,22 @@ def test_phase_means_the_figure_and_the_table_from_event_files_and_from_a_series
     from_series = capsys.readouterr().out
     assert main([str(tmp_path / "sweep"), "--out", str(tmp_path / "fig.png")]) == 0  # the default window, 100k
     assert capsys.readouterr().out.split("\n\n")[0] == from_series.split("\n\n")[0]
-    assert main([str(tmp_path / "s.jsonl.gz"), "--window", "0", "--out", str(tmp_path / "x.png")]) == 1
-    assert "a series keeps the means of the last 100000 steps" in capsys.readouterr().err
+    assert main([str(tmp_path / "s.jsonl.gz"), "--window", "0", "--out", str(tmp_path / "whole.png")]) == 0
+    whole_from_series = capsys.readouterr().out.split("\n\n")[0]
+    assert main([str(tmp_path / "sweep"), "--window", "0", "--out", str(tmp_path / "whole.png")]) == 0
+    assert capsys.readouterr().out.split("\n\n")[0] == whole_from_series  # the whole phases, from the series alone
+    assert "| ppo_poi_grad | toggle_opens | - | 6 [6, 6] (3) |" in whole_from_series  # 4 then 8: the whole phase's 6
+    assert main([str(tmp_path / "s.jsonl.gz"), "--window", "5000", "--out", str(tmp_path / "x.png")]) == 1
+    assert (
+        "a series keeps the means of the last 100000 steps of each phase and of whole ones" in capsys.readouterr().err
+    )
+    records = list(series.read(tmp_path / "s.jsonl.gz"))  # a series written before whole phases were kept
+    for rec in records:
+        for phase in rec["phases"]:
+            del phase["interest_by_action_whole"]
+    series.write(records, tmp_path / "old.jsonl.gz")
+    assert main([str(tmp_path / "old.jsonl.gz"), "--window", "0", "--out", str(tmp_path / "x.png")]) == 1
+    assert "its series was written before whole phases were kept" in capsys.readouterr().err
 
 
 def test_a_series_of_a_run_without_the_kinds_is_as_before(tmp_path):
@@ -163,7 +177,7 @@ def test_a_series_of_a_run_without_the_kinds_is_as_before(tmp_path):
     writer.close()
     (run,), _ = analyze.find_runs([tmp_path])
     assert phase_means(analyze.read_scalars(run.path)) == [{}]
-    assert set(series.record(run, analyze.read_scalars(run.path))["phases"][0]) == {
+    assert set(series.record(run, analyze.read_scalars(run.path))["phases"][0]) == {  # no interest keys
         "start",
         "last_100_episodes",
         "solved_at",
