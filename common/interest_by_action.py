@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             if run.episodes is None:  # a run folder
                 means = phase_means(read_scalars(run.path), args.window)
             elif args.window not in (WINDOW, 0):
-                raise ValueError(f"a series keeps the means of the last {WINDOW} steps of each phase and of whole ones")
+                raise ValueError(f"--window {args.window}: a series keeps the means of --window {WINDOW} and 0 only")
             else:
                 key = "interest_by_action" if args.window else "interest_by_action_whole"
                 means = [phase.get(key, {}) for phase in run.summary]

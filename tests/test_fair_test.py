@@ -9,6 +9,7 @@ import importlib.util
 import json
 import math
 import random
+import re
 import signal
 from collections import Counter
 from pathlib import Path
@@ -1068,54 +1069,53 @@ def _fm_verdict():
     return module
 
 
-def _fm_analyses(verdict, out, T=0.0025, wins=(), high=None, keeps=True, primary=None, readings=None, at_15=None,
-                 g1=None, floor=0.0016, peaks=None, runs_of=None, **settings):  # fmt: skip
-    """The four analyses verdict.py reads, hand-made in common.analyze's shape (every reading the tool writes, T/2's
-    at 1.5 so that counting it would show). wins: the arms whose 99.17% upper end is 0.9 (others 1.2; `high`
-    overrides); primary / readings / at_15 / g1: arm -> the ratio (g1: None leaves the ratio out)."""
-    names = [*analyze.Robustness().names(10), "changed_adaptation"]
-    peaks = [0.02] * 10 if peaks is None else peaks
+def _fm_analyses(verdict, out, wins=(), keeps=True, ratios=None, at_15=None, g1=None, **options):
+    """The four analyses verdict.py reads, hand-made in common.analyze's shape, with every reading the tool writes
+    (T/2's at 1.5, so that counting it would show). wins: the arms whose 99.17% upper end is 0.9 (others 1.2);
+    ratios: arm -> {reading: ratio} against the frontier at T (`changed_adaptation`: the primary); at_15 / g1: arm ->
+    the ratio at 1.5T / to G1 (None: left out, as the tool does where G1's IQM is 0). options: `high` (arm -> upper
+    end), `floor` (G1's faithful probe floor), `peaks` and `steps` (F1's 10 runs' highest changed loss after the change
+    and re-learning steps), `runs_of` (method -> runs), and any setting of the analysis at T."""
+    T, high, runs_of = 0.0025, options.pop("high", {}), options.pop("runs_of", {})
+    floor, peaks = options.pop("floor", 0.0016), options.pop("peaks", [0.02] * 10)
+    steps = options.pop("steps", [2e5 + 1e4 * i for i in range(10)])
     arms = [*verdict.FRONTIER, *verdict.JUDGED.values()]
-    runs = [
-        {"method": m, "seed": 301 + i, "phases": [{"changed_asymptotic": 0.002}, {
-            "changed_highest": peaks[i % 10] if m == verdict.F1 else 0.01, "changed_adaptation": 2e5 + 1e4 * i}]}
-        for m in arms for i in range((runs_of or {}).get(m, 10))
-    ]  # fmt: skip
-    base = dict(verdict.SETTINGS, changed_threshold=T, comparisons=6, baseline=verdict.F1, folders=["s.jsonl.gz"],
-                frontier=list(verdict.FRONTIER), judge=list(verdict.JUDGED.values()), task_baseline=None)  # fmt: skip
-    base |= settings
-    verdicts, rows, rows_15, to_f1, to_g1 = [], [], [], [], []
+
+    def run(method, i):
+        after = {"changed_highest": 0.01, "changed_adaptation": 3e5}
+        if method == verdict.F1:
+            after = {"changed_highest": peaks[i % 10], "changed_adaptation": steps[i % 10]}
+        return {"method": method, "seed": 301 + i, "phases": [{"changed_asymptotic": 0.002}, after]}
+
+    def frontier_rows(method, readings):  # at the whole phase's return too, at other ratios: not pre-registered
+        return [{"method": method, "phase": 1, "task": task, "runs": 10, "readings": {
+            k: {"ratio": r * scale, "not_judged_share": 0.25} for k, r in readings.items()}}
+            for task, scale in [("return_phase", 0.5), ("return_window", 1)]]  # fmt: skip
+
+    runs = [run(m, i) for m in arms for i in range(runs_of.get(m, 10))]
+    settings = dict(verdict.SETTINGS, changed_threshold=T, comparisons=6, baseline=verdict.F1, task_baseline=None)
+    settings |= {"folders": ["s.jsonl.gz"], "frontier": list(verdict.FRONTIER), "judge": list(verdict.JUDGED.values())}
+    at_t = {"settings": settings | options, "verdicts": [], "frontier": [], "runs": runs, "notes": [], "aggregates": []}
+    at_t["task"] = [{"method": m, "phase": k, "return_window": {"iqm": 0.9, "low": 0.85}} for m in arms for k in (0, 1)]
+    ratios_15, at_15 = (
+        at_15 or {},
+        {"settings": settings | {"changed_threshold": 1.5 * T}, "frontier": [], "runs": runs},
+    )
+    to_g1 = {"settings": settings | {"baseline": verdict.G1}, "aggregates": [], "runs": runs}
+    names = [*analyze.Robustness().names(10), "changed_adaptation"]
     for arm, method in verdict.JUDGED.items():
-        corrected = (high or {}).get(arm, 0.9 if arm in wins else 1.2)
-        verdicts.append({"env": "E", "phase": 1, "method": method, "against": "frontier", "ratio": 0.7,
-                         "corrected_high": corrected, "keeps_task": keeps, "verdict": "-"})  # fmt: skip
-        ratios = dict.fromkeys(names, 0.8) | {"threshold x0.5, span 10": 1.5, "changed_adaptation": 0.7}
-        ratios |= (readings or {}).get(arm, {}) | (
-            {"changed_adaptation": primary[arm]} if arm in (primary or {}) else {}
-        )
-        for task, scale in [("return_phase", 0.5), ("return_window", 1)]:  # only the second is pre-registered
-            rows.append({"method": method, "phase": 1, "task": task, "runs": 10, "readings": {
-                k: {"ratio": r * scale, "not_judged_share": 0.25} for k, r in ratios.items()}})  # fmt: skip
-            ratio_15 = (at_15 or {}).get(arm, 0.8) * scale
-            rows_15.append({"method": method, "phase": 1, "task": task, "runs": 10, "readings": {
-                "changed_adaptation": {"ratio": ratio_15, "not_judged_share": 0.0}}})  # fmt: skip
-        to_f1.append({"phase": 1, "method": method, "changed_adaptation_normalised": {"iqm": 0.75}})
-        ratio_g1 = (g1 or {}).get(arm, 0.9)
-        to_g1.append({"phase": 1, "method": method} | ({} if ratio_g1 is None else {
-            "changed_adaptation_normalised": {"iqm": ratio_g1}}))  # fmt: skip
-    task = [{"method": m, "phase": k, "return_window": {"iqm": 0.9, "low": 0.85, "high": 0.95}}
-            for m in arms for k in (0, 1)]  # fmt: skip
-    analyses = {
-        "results.json": {"settings": base, "verdicts": verdicts, "frontier": rows, "runs": runs, "task": task,
-                         "aggregates": to_f1, "notes": []},
-        "threshold-1.5T/results.json": {"settings": base | {"changed_threshold": 1.5 * T}, "frontier": rows_15,
-                                        "runs": runs},
-        "against-gaussian-ppo/results.json": {"settings": base | {"baseline": verdict.G1}, "aggregates": to_g1,
-                                              "runs": runs},
-        "probe/faithful/results.json": {"runs": [{"method": verdict.G1, "seed": 401 + i, "phases": [
-            {"changed_asymptotic": floor}]} for i in range(3)]},
-    }  # fmt: skip
-    for name, content in analyses.items():
+        at_t["verdicts"].append({"phase": 1, "method": method, "against": "frontier", "ratio": 0.7, "keeps_task": keeps,
+                                 "corrected_high": high.get(arm, 0.9 if arm in wins else 1.2)})  # fmt: skip
+        readings = dict.fromkeys(names, 0.8) | {"threshold x0.5, span 10": 1.5, "changed_adaptation": 0.7}
+        at_t["frontier"] += frontier_rows(method, readings | (ratios or {}).get(arm, {}))
+        at_15["frontier"] += frontier_rows(method, {"changed_adaptation": ratios_15.get(arm, 0.8)})
+        at_t["aggregates"].append({"phase": 1, "method": method, "changed_adaptation_normalised": {"iqm": 0.75}})
+        ratio = (g1 or {}).get(arm, 0.9)
+        normalised = {} if ratio is None else {"changed_adaptation_normalised": {"iqm": ratio}}
+        to_g1["aggregates"].append({"phase": 1, "method": method} | normalised)
+    probe = {"runs": [{"method": verdict.G1, "phases": [{"changed_asymptotic": floor}]} for _ in range(3)]}
+    files = {"results.json": at_t, "threshold-1.5T/results.json": at_15, "probe/faithful/results.json": probe}
+    for name, content in (files | {"against-gaussian-ppo/results.json": to_g1}).items():
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_text(json.dumps(content))
     return out
@@ -1133,97 +1133,92 @@ def test_the_forward_model_verdict_applies_the_plan_s_wins_void_readings_and_fra
         result = forked.run([script, _fm_analyses(verdict, tmp_path / name, **kwargs)], tmp_path)
         assert result.returncode == 0, (name, result.stderr)
         lines = result.stdout.splitlines()
-        return lines, {line.split(" `")[0][2:]: line.split(" | ")[-1].rstrip(" |") for line in lines
-                       if line[:4] in {f"| {a}" for a in verdict.JUDGED}}  # fmt: skip
+        rows = {line[2:4]: line for line in lines if line[:4] in {f"| {a}" for a in verdict.JUDGED}}
+        return lines, {arm: line.split(" | ")[-1].rstrip(" |") for arm, line in rows.items()}, rows
 
-    lines, rows = table("none")
-    assert (
-        rows == dict.fromkeys(verdict.JUDGED, "no")
-        and "No win: no judged arm beats the non-interest frontier." in lines
-    )
+    lines, verdicts, rows = table("none")
+    assert verdicts == dict.fromkeys(verdict.JUDGED, "no")
+    assert "No win: no judged arm beats the non-interest frontier." in lines
     assert lines[:3] == [
         "T 0.0025; half of F1's peak 0.01000; void readings: none",
         "G1's faithful floor on the probe seeds 0.00160 against T 0.0025: I1 and I2 judged (amendment 1)",
         "runs short of 10: none",
-    ]
-    lines, rows = table("win", wins=("I3",), high={"I4": 1.0})  # an upper end of exactly 1 is no win
-    assert rows["I3"] == "**win**" and rows["I4"] == "no" and "Wins: I3." in lines
-    _, rows = table("task lost", wins=("I3",), keeps=False)
-    assert rows["I3"] == "no"
-    _, rows = table("fragile", wins=("I3", "R3", "R2", "I4"), readings={"I3": {"span 30": 1.0}, "R2": {
-        "span 5": float("inf")}, "I4": {"mean log10 loss, first 200k": float("nan")}}, at_15={"R3": 1.05})  # fmt: skip
-    assert rows["I3"] == "**win** (fragile: span 30 1.00)" and rows["R3"] == "**win** (fragile: threshold x1.5 1.05)"
-    assert rows["R2"] == "**win** (fragile: span 5 inf)"
-    assert rows["I4"] == "**win** (fragile: mean log10 loss, first 200k cannot be made)"
-    _, rows = table("gaussian", wins=("I1", "I2"), g1={"I1": 1.0, "I2": 0.99})
-    assert rows["I1"] == "**win** (fragile: against G1 1.00)" and rows["I2"] == "**win**"
-    _, rows = table("gaussian not made", wins=("I2",), g1={"I2": None})
-    assert rows["I2"] == "**win** (fragile: against G1 cannot be made)"
-    lines, rows = table("below the frontier", wins=("I3",), primary={"I3": float("nan")})
-    assert rows["I3"] == "not judged (below the frontier's task levels)" and "Wins:" not in "\n".join(lines)
-    lines, rows = table("not measurable", wins=("I1", "I2", "I3"), floor=0.0025)  # at T: not below it
-    assert rows["I1"] == rows["I2"] == "not judged (not measurable at T)" and "Wins: I3." in lines
+    ]  # each column of a row: runs, y / F(x), upper end, not judged, returns (F1's lower ends), task, / G1, / F1
+    assert rows["I1"] == (f"| I1 `{verdict.JUDGED['I1']}` | 10 | 0.70 | 1.20 | 0.25 | 0.900 (0.850) / 0.900 (0.850) "
+                          "| yes | 0.90 | 0.75 | no |")  # fmt: skip
+    assert rows["R2"].split(" | ")[-3:-1] == ["-", "0.75"]  # no ratio to G1 but for I1 and I2
+    lines, verdicts, _ = table("win", wins=("I3",), high={"I4": 1.0})  # an upper end of exactly 1 is no win
+    assert verdicts["I3"] == "**win**" and verdicts["I4"] == "no" and "Wins: I3." in lines
+    _, verdicts, _ = table("task lost", wins=("I3",), keeps=False)
+    assert verdicts["I3"] == "no"
+    _, verdicts, _ = table("fragile", wins=("I3", "R3", "R2", "I4"), ratios={
+        "I3": {"span 30": 1.0}, "R2": {"span 5": float("inf")}, "I4": {"mean log10 loss, first 200k": float("nan")}},
+        at_15={"R3": 1.05})  # fmt: skip
+    assert verdicts["I3"] == "**win** (fragile: span 30 1.00)"
+    assert verdicts["R3"] == "**win** (fragile: threshold x1.5 1.05)"
+    assert verdicts["R2"] == "**win** (fragile: span 5 inf)"
+    assert verdicts["I4"] == "**win** (fragile: mean log10 loss, first 200k cannot be made)"
+    _, verdicts, _ = table("gaussian", wins=("I1", "I2"), g1={"I1": 1.0, "I2": 0.99})
+    assert verdicts["I1"] == "**win** (fragile: against G1 1.00)" and verdicts["I2"] == "**win**"
+    _, verdicts, _ = table("gaussian not made", wins=("I2",), g1={"I2": None})
+    assert verdicts["I2"] == "**win** (fragile: against G1 cannot be made)"
+    lines, verdicts, _ = table("below the frontier", wins=("I3",), ratios={"I3": {"changed_adaptation": float("nan")}})
+    assert verdicts["I3"] == "not judged (below the frontier's task levels)" and "Wins:" not in "\n".join(lines)
+    lines, verdicts, _ = table("not measurable", wins=("I1", "I2", "I3"), floor=0.0025)  # at T: not below it
+    assert verdicts["I1"] == verdicts["I2"] == "not judged (not measurable at T)" and "Wins: I3." in lines
     assert lines[1].endswith("I1 and I2 not measurable at T: not judged (amendment 1)")
-    # 2T exactly at half of F1's peak (powers of two: no rounding): void; a peak 1% higher: not void
-    edge = {"T": 2**-10, "wins": ("I3",), "readings": {"I3": {"threshold x2, span 10": 1.3}}}
-    lines, rows = table("void", peaks=[2**-8] * 10, **edge)
-    assert lines[0] == "T 0.000976562; half of F1's peak 0.00195; void readings: threshold x2, span 10"
-    assert rows["I3"] == "**win**"
-    lines, rows = table("not void", peaks=[2**-8 * 1.01] * 10, **edge)
-    assert lines[0].endswith("void readings: none") and rows["I3"] == "**win** (fragile: threshold x2, span 10 1.30)"
-    lines, _ = table("all void", T=2**-10, peaks=[2**-10] * 10)
+    # 2T = 0.005 exactly at half of F1's peak IQM (0.01): void; 1% higher: not void (1.5T: void up to a peak of 0.0075)
+    edge = {"wins": ("I3",), "ratios": {"I3": {"threshold x2, span 10": 1.3}}}
+    lines, verdicts, _ = table("void", peaks=[0.01] * 10, **edge)
+    assert lines[0] == "T 0.0025; half of F1's peak 0.00500; void readings: threshold x2, span 10"
+    assert verdicts["I3"] == "**win**"
+    lines, verdicts, _ = table("not void", peaks=[0.0101] * 10, **edge)
+    assert lines[0].endswith("void readings: none")
+    assert verdicts["I3"] == "**win** (fragile: threshold x2, span 10 1.30)"
+    lines, _, _ = table("all void", peaks=[0.005] * 10)
     assert lines[0].endswith("threshold x2, span 10, threshold x1.5, T itself (the pre-registered reading)")
     # the peak is the IQM (the mean of the middle 6 of 10), not the median (0.0175) or the mean (0.064)
-    lines, _ = table("peaks", peaks=[0.5, 0.001, 0.002, 0.015, 0.016, 0.017, 0.018, 0.020, 0.024, 0.030])
+    lines, _, _ = table("peaks", peaks=[0.5, 0.001, 0.002, 0.015, 0.016, 0.017, 0.018, 0.020, 0.024, 0.030])
     assert lines[0].startswith("T 0.0025; half of F1's peak 0.00917;")
-    lines, _ = table("short", runs_of={verdict.JUDGED["R3"]: 9})
+    lines, _, _ = table("short", runs_of={verdict.JUDGED["R3"]: 9})
     assert lines[2] == f"runs short of 10: {verdict.JUDGED['R3']} 9"
-    detect = next(line for line in lines if line.startswith("What n runs"))
-    edges = {int(n): float(r) for n, r in (part[2:].split(": ") for part in detect.split("edge ")[1].split(", "))}
-    for target in (0.7, 0.8, 0.9):
-        first = next((n for n, r in edges.items() if r >= target), None)
-        assert f"a true ratio of {target}: " + (f"n={first}" if first else "more than 300 runs an arm") in lines
+    needed = [line.split(": ")[1] for line in lines if line.startswith("a true ratio of ")]
+    assert [int(n[2:]) for n in needed] == sorted(int(n[2:]) for n in needed)  # more runs for a ratio nearer 1
+    lines, _, _ = table("identical runs", steps=[2e5] * 10)  # F1's runs all alike: any ratio shows at 10 runs
+    assert [line for line in lines if line.startswith("a true ratio of ")] == [
+        "a true ratio of 0.7: n=10", "a true ratio of 0.8: n=10", "a true ratio of 0.9: n=10"]  # fmt: skip
 
-    def fails(name, message, **kwargs):
-        result = forked.run([script, _fm_analyses(verdict, tmp_path / name, **kwargs)], tmp_path)
+    def fails(name, message, change=None, **kwargs):
+        out = _fm_analyses(verdict, tmp_path / name, **kwargs)
+        if change is not None:  # one file of the fixture changed (None: deleted)
+            file, edit = change
+            content = json.loads((out / file).read_text())
+            (out / file).unlink()
+            if edit is not None:
+                edit(content)
+                (out / file).write_text(json.dumps(content))
+        result = forked.run([script, out], tmp_path)
         assert result.returncode == 1 and message in result.stderr, (name, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-        return tmp_path / name
 
     fails("five", "comparisons is 5, the plan's command sets 6", comparisons=5)
     fails("span", "span is 30, the plan's command sets 10", span=30)
+    fails("another T", "changed_threshold is 0.005, the plan's command sets 0.0025", changed_threshold=0.005)
     fails("against R1", "baseline is 'ppo_poi_replay-model-data-uniform'", baseline="ppo_poi_replay-model-data-uniform")
     fails("probe seeds", "a run with a seed outside the claim seeds 301-310", runs_of={verdict.F1: 11})
-    out = _fm_analyses(verdict, tmp_path / "wrong 1.5T")  # the fixture, then one field wrong
-    results_15 = json.loads((out / "threshold-1.5T/results.json").read_text())
-    results_15["settings"]["changed_threshold"] = 0.005
-    (out / "threshold-1.5T/results.json").write_text(json.dumps(results_15))
-    result = forked.run([script, out], tmp_path)
-    assert result.returncode == 1 and "changed_threshold is 0.005, the plan's command sets 0.00375" in result.stderr
-    g1 = _fm_analyses(verdict, tmp_path / "g1 baseline")
-    analysis = json.loads((g1 / "against-gaussian-ppo/results.json").read_text())
-    analysis["settings"]["baseline"] = verdict.F1
-    (g1 / "against-gaussian-ppo/results.json").write_text(json.dumps(analysis))
-    result = forked.run([script, g1], tmp_path)
-    assert (
-        result.returncode == 1
-        and f"baseline is '{verdict.F1}', the plan's command sets '{verdict.G1}'" in result.stderr
+    fails("wrong 1.5T", "changed_threshold is 0.005, the plan's command sets 0.00375",
+          change=("threshold-1.5T/results.json", lambda c: c["settings"].update(changed_threshold=0.005)))  # fmt: skip
+    fails(
+        "g1 baseline",
+        f"baseline is '{verdict.F1}', the plan's command sets '{verdict.G1}'",
+        change=("against-gaussian-ppo/results.json", lambda c: c["settings"].update(baseline=verdict.F1)),
     )
-    absent = _fm_analyses(verdict, tmp_path / "absent")
-    analysis = json.loads((absent / "results.json").read_text())
-    del analysis["frontier"][1]["readings"]["span 5"]  # the I1 row at the pre-registered task level
-    (absent / "results.json").write_text(json.dumps(analysis))
-    result = forked.run([script, absent], tmp_path)
-    assert result.returncode == 1 and "no reading 'span 5' of" in result.stderr
-    shape = _fm_analyses(verdict, tmp_path / "one phase")
-    analysis = json.loads((shape / "results.json").read_text())
-    analysis["runs"][0]["phases"] = analysis["runs"][0]["phases"][:1]
-    (shape / "results.json").write_text(json.dumps(analysis))
-    result = forked.run([script, shape], tmp_path)
-    assert result.returncode == 1 and "not shaped as common.analyze writes it (IndexError" in result.stderr
-    (g1 / "threshold-1.5T/results.json").unlink()
-    result = forked.run([script, g1], tmp_path)
-    assert result.returncode == 1 and "threshold-1.5T/results.json: run the plan's command" in result.stderr
+    fails("absent", "no reading 'span 5' of",  # the I1 row at the pre-registered task level
+          change=("results.json", lambda c: c["frontier"][1]["readings"].pop("span 5")))  # fmt: skip
+    fails("one phase", "not shaped as common.analyze writes it (IndexError",
+          change=("results.json", lambda c: c["runs"][0]["phases"].pop()))  # fmt: skip
+    fails("no 1.5T", "threshold-1.5T/results.json: run the plan's command",
+          change=("threshold-1.5T/results.json", None))  # fmt: skip
 
 
 def test_the_forward_model_verdict_s_detectable_ratio_is_the_plan_s_computation():
@@ -1280,3 +1275,29 @@ def test_the_forward_model_verdict_reads_real_analyses(tmp_path):
     assert context["short"] == {I2: 1}  # one I2 probe run
     report = verdict.report(tmp_path)
     assert "I1 and I2 judged (amendment 1)" in report and "I1 `" in report and "No win" in report
+
+
+def test_the_follow_up_readings_are_the_analysis_s_own_bootstrap():
+    """readings.py's 95% CIs of I3 against each comparator are those of the committed analyses' robustness tables (the
+    same runs, common.analyze's code path); its 98.75% CIs are wider; leaving a seed out and the halves use 9 and 5
+    runs."""
+    folder = ROOT / "docs/results/fair-test-8x8-entropy"
+    result = forked.run([folder / "readings.py", folder], ROOT)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    for arm in (
+        "ppo-ent-coef-0.01",
+        "ppo-ent-coef-0.02",
+        "ppo-ent-coef-0.03",
+        "ppo_poi_progress-interest-noise-int-coef-1",
+    ):
+        line = next(line for line in lines if f"({arm}):" in line)
+        numbers = [float(x) for x in re.findall(r"\d+\.\d+", line.split(": ", 1)[1])]  # 95% CI, 98.75, its CI
+        point, low, high, corrected_low, corrected_high = numbers[:3] + numbers[5:]
+        robustness = json.loads((folder / f"against-{arm}/results.json").read_text())["robustness"]
+        row = next(r for r in robustness if r["method"] == "ppo_poi_progress-interest-error" and r["phase"] == 1)
+        reading = row["readings"]["threshold x1, span 10"]
+        assert (point, low, high) == tuple(round(reading[k], 3) for k in ("iqm", "low", "high")), arm
+        assert corrected_low < low and corrected_high > high
+    assert sum(line.startswith("    without seed ") for line in lines) == 40
+    assert lines[-1].startswith("arms of 40 runs drawn from I3's and F2's: the upper end below 1 in ")

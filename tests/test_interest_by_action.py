@@ -10,6 +10,7 @@ from minigrid.core.world_object import Key
 from torch.utils.tensorboard import SummaryWriter
 
 from common import analyze, series
+from common.runs import COMPLETION_MARKER
 from common.interest_by_action import KINDS, TAG, log_interest_by_action, main, phase_means, transition_kinds
 from envs import BatchedColorDoorKey, ColorDoorKeyEnv, OneHotFlatObs, true_next_obs
 from tests.test_batched_env import minigrid_vector
@@ -116,18 +117,19 @@ def test_the_rollout_mean_of_each_kind_it_holds():
 
 
 def write_run(folder, seed, turn_before, turn_after):
-    """A run of 2 phases of 20 rollouts (change at step 20,000) logging the turns' and every transition's mean,
-    and opened doors only after the change."""
+    """A run of 2 phases of 20 rollouts 10,000 steps apart (change at step 200,000) logging the turns' and every
+    transition's mean, and opened doors only after the change: 4 over its first 100k steps, 8 over its last."""
     run_dir = folder / f"ColorDoorKey-6x6__ppo_poi_grad__{seed}__{1000 + seed}"
     writer = SummaryWriter(str(run_dir))
     for i in range(1, 41):
-        step, after = 1000 * i, i > 20
+        step, after = 10_000 * i, i > 20
         writer.add_scalar("charts/phase", float(after), step)
         writer.add_scalar(TAG + "turn", turn_after if after else turn_before, step)
         writer.add_scalar("poi/mean", 1.0, step)
         if after:
             writer.add_scalar(TAG + "toggle_opens", 8.0 if i > 30 else 4.0, step)
     writer.close()
+    (run_dir / COMPLETION_MARKER).write_text("{}")  # finished: a series keeps it
 
 
 def test_phase_means_the_figure_and_the_table_from_event_files_and_from_a_series(tmp_path, capsys):
@@ -136,7 +138,8 @@ def test_phase_means_the_figure_and_the_table_from_event_files_and_from_a_series
     (run, *_), _ = analyze.find_runs([tmp_path / "sweep"])
     scalars = analyze.read_scalars(run.path)
     assert phase_means(scalars, 0) == [{"turn": 2.0, "all": 1.0}, {"turn": 3.0, "toggle_opens": 6.0, "all": 1.0}]
-    assert phase_means(scalars, 10_000)[1]["toggle_opens"] == 8.0  # the phase's last 10 rollouts
+    assert phase_means(scalars)[1]["toggle_opens"] == 8.0  # the phase's last 100k steps
+    assert phase_means(scalars, 20_000)[0]["turn"] == 2.0
     assert main([str(tmp_path / "sweep"), "--window", "0", "--out", str(tmp_path / "fig.png")]) == 0
     table = capsys.readouterr().out
     assert "| ppo_poi_grad | turn | 4 [2, 6] (3) | 5 [3, 7] (3) |" in table
@@ -152,13 +155,16 @@ def test_phase_means_the_figure_and_the_table_from_event_files_and_from_a_series
     assert capsys.readouterr().out.split("\n\n")[0] == from_series.split("\n\n")[0]
     assert main([str(tmp_path / "s.jsonl.gz"), "--window", "0", "--out", str(tmp_path / "whole.png")]) == 0
     whole_from_series = capsys.readouterr().out.split("\n\n")[0]
+    assert "| ppo_poi_grad | toggle_opens | - | 8 [8, 8] (3) |" in from_series  # the last 100k steps
     assert main([str(tmp_path / "sweep"), "--window", "0", "--out", str(tmp_path / "whole.png")]) == 0
     assert capsys.readouterr().out.split("\n\n")[0] == whole_from_series  # the whole phases, from the series alone
     assert "| ppo_poi_grad | toggle_opens | - | 6 [6, 6] (3) |" in whole_from_series  # 4 then 8: the whole phase's 6
+    assert series.main([str(tmp_path / "s.jsonl.gz"), "--out", str(tmp_path / "merged.jsonl.gz")]) == 0  # kept
+    assert "3 finished runs" in capsys.readouterr().out
+    assert main([str(tmp_path / "merged.jsonl.gz"), "--window", "0", "--out", str(tmp_path / "whole.png")]) == 0
+    assert capsys.readouterr().out.split("\n\n")[0] == whole_from_series
     assert main([str(tmp_path / "s.jsonl.gz"), "--window", "5000", "--out", str(tmp_path / "x.png")]) == 1
-    assert (
-        "a series keeps the means of the last 100000 steps of each phase and of whole ones" in capsys.readouterr().err
-    )
+    assert "--window 5000: a series keeps the means of --window 100000 and 0 only" in capsys.readouterr().err
     records = list(series.read(tmp_path / "s.jsonl.gz"))  # a series written before whole phases were kept
     for rec in records:
         for phase in rec["phases"]:

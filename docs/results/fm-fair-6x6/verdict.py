@@ -5,11 +5,12 @@ and the seeds an arm would need.
     python docs/results/fm-fair-6x6/verdict.py docs/results/fm-fair-6x6
 
 Reads what the plan's commands write into the folder, and checks that each was made as the plan says (its settings,
-the claim seeds): `results.json` (the analysis at T against F1, with the frontier, `--comparisons 6` and the six
-judged arms: their verdicts, the frontier readings, the task table and every run's phases), `threshold-1.5T/
-results.json` (the same at 1.5T: its pre-registered column is the reading at 1.5T), `against-gaussian-ppo/
-results.json` (every arm against G1) and `probe/faithful/results.json` (G1's faithful floor: amendment 1 judges I1
-and I2 only if it is below T).
+T = 0.0025 from the probe runs, the claim seeds):
+- `results.json`: the analysis at T against F1, with the frontier, `--comparisons 6` and the six judged arms (their
+  verdicts, the frontier readings, the task table and every run's phases);
+- `threshold-1.5T/results.json`: the same at 1.5T (its pre-registered column is the reading at 1.5T);
+- `against-gaussian-ppo/results.json`: every arm against G1;
+- `probe/faithful/results.json`: G1's faithful floor (amendment 1 judges I1 and I2 only if it is below T).
 
 The plan's rules, as code:
 - a **win**: the upper end of the 99.17% CI of y / F(x) below 1, and the task kept (the analysis's `keeps_task`, the
@@ -57,6 +58,7 @@ SETTINGS = {  # what the plan's analysis commands set (and common.analyze's defa
     "span": 10, "reps": 5000, "seed": 0, "task_window": 100_000, "robust_window": 200_000, "frontier_loss": "changed",
     "relative": None, "drop_unsuccessful": False, "methods": None,
 }  # fmt: skip
+T = 0.0025  # the re-learning threshold the probe runs fixed (the page: F1's floor and peak on seeds 401-403)
 LEVEL = 1 - 0.05 / 6
 READINGS = {  # a robustness reading, and the threshold it is made at in units of T (None: not a threshold reading)
     "threshold x2, span 10": 2.0,
@@ -134,13 +136,14 @@ def shown(ratio: float | None) -> str:
 
 
 def judge(folder: Path) -> tuple[list[dict], dict]:
-    path_t, path_15, path_g = (folder / "results.json", *(folder / p / "results.json" for p in (AT_15_DIR, G1_DIR)))
+    path_t = folder / "results.json"
+    path_15 = folder / AT_15_DIR / "results.json"
+    path_g = folder / G1_DIR / "results.json"
     path_probe = folder / "probe" / "faithful" / "results.json"
     at_t, at_15, against_g1, probe = load(path_t), load(path_15), load(path_g), load(path_probe)
-    T = at_t["settings"]["changed_threshold"]
     same = {"folders": at_t["settings"]["folders"], "task_baseline": at_t["settings"]["task_baseline"]}
     claim = {"baseline": F1, "frontier": list(FRONTIER), "judge": list(JUDGED.values()), "comparisons": 6}
-    check_settings(at_t, path_t, **claim)
+    check_settings(at_t, path_t, **claim, changed_threshold=T)
     if same["task_baseline"] not in (None, F1):
         raise ValueError(f"{path_t}: the task is judged against {same['task_baseline']}, not {F1}")
     check_settings(at_15, path_15, **claim, **same, changed_threshold=1.5 * T)
@@ -166,17 +169,19 @@ def judge(folder: Path) -> tuple[list[dict], dict]:
         readings = {k: reading(row, k, method, path_t) for k in READINGS}
         readings[AT_15] = reading(frontier_row(at_15, method, path_15), "changed_adaptation", method, path_15)
         reasons = [f"{k} {shown(r)}" for k, r in readings.items() if not void[k] and not r < 1]  # NaN: not < 1
-        g1 = to_g1[method].get("changed_adaptation_normalised", {}).get("iqm") if name in GAUSSIAN else None
+        g1 = None  # the tool leaves the ratio out where G1's IQM is 0: it cannot be made
+        if name in GAUSSIAN and "changed_adaptation_normalised" in to_g1[method]:
+            g1 = to_g1[method]["changed_adaptation_normalised"]["iqm"]
         if name in GAUSSIAN and (g1 is None or not g1 < 1):
             reasons.append(f"against G1 {shown(g1)}")
-        measurable = name not in GAUSSIAN or floor < T
+        measurable = name not in GAUSSIAN or floor < T  # amendment 1
         judged = measurable and not math.isnan(primary)
         rows.append({
             "name": name, "method": method, "runs": row["runs"], "ratio": primary, "high": v["corrected_high"],
             "not_judged": row["readings"]["changed_adaptation"]["not_judged_share"], "measurable": measurable,
             "judged": judged, "keeps_task": bool(v["keeps_task"]), "fragile": reasons, "g1": g1,
             "win": judged and v["corrected_high"] < 1 and bool(v["keeps_task"]),
-            "to_f1": to_f1.get(method, {}).get("changed_adaptation_normalised", {}).get("iqm", math.nan),
+            "to_f1": to_f1[method]["changed_adaptation_normalised"]["iqm"],
             "task": [task[method, k]["iqm"] for k in (0, 1)], "f1_low": [task[F1, k]["low"] for k in (0, 1)],
         })  # fmt: skip
     f1_steps = np.array([r["phases"][1]["changed_adaptation"] for r in at_t["runs"] if r["method"] == F1], float)
@@ -184,7 +189,8 @@ def judge(folder: Path) -> tuple[list[dict], dict]:
     void_names = [k for k, is_void in void.items() if is_void]
     if T >= half_peak:
         void_names.append("T itself (the pre-registered reading)")
-    context = {"T": T, "half_peak": half_peak, "void": void_names, "floor": floor, "notes": at_t.get("notes", [])}
+    context = {"T": T, "half_peak": half_peak, "void": void_names, "floor": floor, "notes": at_t["notes"]}
+    context["gaussian_measurable"] = floor < T
     context["short"] = {m: n for m, n in arms.items() if n < PLANNED}
     context["detect"] = {n: largest_detectable(f1_steps, n) for n in GRID}
     return rows, context
@@ -192,7 +198,7 @@ def judge(folder: Path) -> tuple[list[dict], dict]:
 
 def report(folder: Path) -> str:
     rows, c = judge(folder)
-    judged = "I1 and I2 judged" if c["floor"] < c["T"] else "I1 and I2 not measurable at T: not judged"
+    judged = "I1 and I2 judged" if c["gaussian_measurable"] else "I1 and I2 not measurable at T: not judged"
     lines = [
         f"T {c['T']:g}; half of F1's peak {c['half_peak']:.5f}; void readings: {', '.join(c['void']) or 'none'}",
         f"G1's faithful floor on the probe seeds {c['floor']:.5f} against T {c['T']:g}: {judged} (amendment 1)",
