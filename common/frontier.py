@@ -52,10 +52,11 @@ def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
     return trim_mean(values, 0.25, axis=axis)
 
 
-def resampled_iqms(values: np.ndarray, reps: int, rng: np.random.Generator) -> np.ndarray:
-    """IQMs of `reps` bootstrap resamples of `values` (runs drawn with replacement)."""
+def resampled_iqms(values: np.ndarray, reps: int, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+    """IQMs of `reps` bootstrap resamples of `values` (runs drawn with replacement), of `size` runs each (default:
+    as many as `values` holds)."""
     values = np.asarray(values, dtype=float)
-    return iqm(values[rng.integers(len(values), size=(reps, len(values)))], axis=1)
+    return iqm(values[rng.integers(len(values), size=(reps, size or len(values)))], axis=1)
 
 
 def against_frontier(

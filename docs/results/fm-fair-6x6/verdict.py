@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository: common/
-from common.frontier import iqm
+from common.frontier import iqm, resampled_iqms
 
 F1, G1 = "ppo-ent-coef-0.01", "ppo-model-gaussian-model-faithful"
 FRONTIER = (
@@ -67,6 +67,7 @@ READINGS = {  # a robustness reading, and the threshold it is made at in units o
     "mean log10 loss, first 200k": None,
 }
 AT_15 = "threshold x1.5"  # the second analysis's pre-registered column
+SCALES = {name: scale for name, scale in READINGS.items() if scale is not None} | {AT_15: 1.5}
 AT_15_DIR, G1_DIR = "threshold-1.5T", "against-gaussian-ppo"  # where the plan's commands write the other analyses
 GRID = (10, 15, 20, 30, 40, 60, 80, 100, 150, 200, 300)
 
@@ -126,8 +127,7 @@ def gaussian_floor(probe: dict) -> float:
 def largest_detectable(values: np.ndarray, n: int, reps: int = 5000, seed: int = 0) -> float:
     """1 / the 99.17% upper bound of IQM(arm) / IQM(F1), both arms n runs drawn from `values` (a true ratio of 1)."""
     rng = np.random.default_rng(seed)
-    num = iqm(values[rng.integers(len(values), size=(reps, n))], axis=1)
-    den = iqm(values[rng.integers(len(values), size=(reps, n))], axis=1)
+    num, den = (resampled_iqms(values, reps, rng, n) for _ in range(2))  # the arm's draws, then F1's
     return float(1 / np.nanpercentile(num / den, 100 * (1 - (1 - LEVEL) / 2)))
 
 
@@ -153,9 +153,9 @@ def judge(folder: Path) -> tuple[list[dict], dict]:
             raise ValueError(f"{path}: a run with a seed outside the claim seeds {SEEDS[0]}-{SEEDS[-1]}")
 
     half_peak = peak(at_t) / 2
-    void = {name: scale is not None and scale * T >= half_peak for name, scale in READINGS.items()}
-    void[AT_15] = 1.5 * T >= half_peak
+    void = {name: SCALES.get(name, 0) * T >= half_peak for name in (*READINGS, AT_15)}  # 0: never void
     floor = gaussian_floor(probe)
+    gaussian_measurable = floor < T  # amendment 1
     verdicts = {v["method"]: v for v in at_t["verdicts"] if v["against"] == "frontier" and v["phase"] == 1}
     task = {(t["method"], t["phase"]): t["return_window"] for t in at_t["task"]}
     to_g1 = {a["method"]: a for a in against_g1["aggregates"] if a["phase"] == 1}
@@ -170,11 +170,11 @@ def judge(folder: Path) -> tuple[list[dict], dict]:
         readings[AT_15] = reading(frontier_row(at_15, method, path_15), "changed_adaptation", method, path_15)
         reasons = [f"{k} {shown(r)}" for k, r in readings.items() if not void[k] and not r < 1]  # NaN: not < 1
         g1 = None  # the tool leaves the ratio out where G1's IQM is 0: it cannot be made
-        if name in GAUSSIAN and "changed_adaptation_normalised" in to_g1[method]:
-            g1 = to_g1[method]["changed_adaptation_normalised"]["iqm"]
-        if name in GAUSSIAN and (g1 is None or not g1 < 1):
-            reasons.append(f"against G1 {shown(g1)}")
-        measurable = name not in GAUSSIAN or floor < T  # amendment 1
+        if name in GAUSSIAN:
+            g1 = to_g1[method].get("changed_adaptation_normalised", {}).get("iqm")
+            if g1 is None or not g1 < 1:
+                reasons.append(f"against G1 {shown(g1)}")
+        measurable = name not in GAUSSIAN or gaussian_measurable
         judged = measurable and not math.isnan(primary)
         rows.append({
             "name": name, "method": method, "runs": row["runs"], "ratio": primary, "high": v["corrected_high"],
@@ -189,8 +189,8 @@ def judge(folder: Path) -> tuple[list[dict], dict]:
     void_names = [k for k, is_void in void.items() if is_void]
     if T >= half_peak:
         void_names.append("T itself (the pre-registered reading)")
-    context = {"T": T, "half_peak": half_peak, "void": void_names, "floor": floor, "notes": at_t["notes"]}
-    context["gaussian_measurable"] = floor < T
+    context = {"T": T, "half_peak": half_peak, "void": void_names, "floor": floor}
+    context |= {"notes": at_t["notes"], "gaussian_measurable": gaussian_measurable}
     context["short"] = {m: n for m, n in arms.items() if n < PLANNED}
     context["detect"] = {n: largest_detectable(f1_steps, n) for n in GRID}
     return rows, context
