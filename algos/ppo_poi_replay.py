@@ -130,7 +130,7 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     curious_count_decay: float = 0.7
     """curious: the count term's decay per draw (Curious Replay's beta; the authors' code: 0.7)"""
     curious_loss_alpha: float = 0.7
-    """curious: alpha of the loss term (|loss| + eps)^alpha (the authors' code: 0.7)"""
+    """curious: alpha of the loss term (max(loss, 0) + eps)^alpha (the authors' code: 0.7)"""
     curious_loss_eps: float = 0.01
     """curious: eps of the loss term, so that a learned transition keeps a priority above its count term (0.01)"""
     curious_new_priority: float = 1e5

@@ -300,8 +300,7 @@ ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "logistic": nn.Sigmoid}
 
 class ForwardModel(nn.Module):
     """Learns `next_obs - obs` from (obs, action); `predict` returns `obs + delta`.
-    Deterministic (MSE) or Gaussian (mean and clamped log-std heads, NLL; `nll_beta` > 0
-    weighs each dimension's NLL by a detached std^(2*beta), Seitzer et al. 2022)."""
+    Deterministic (MSE) or Gaussian (mean and clamped log-std heads, plain NLL)."""
 
     LOG_STD_MIN, LOG_STD_MAX = -10.0, 2.0
 
