@@ -1,7 +1,7 @@
 """A study's per-run series: what `common.analyze` needs of each run, compact enough to commit.
 
     python -m common.series sweeps/fair6 --out docs/results/fair-test-6x6/series.jsonl.gz
-    python -m common.series sweeps/more docs/results/fair-test-6x6/series.jsonl.gz \
+    python -m common.series sweeps/more docs/results/fair-test-6x6/series.jsonl.gz \\
         --out docs/results/fair-test-6x6/series.jsonl.gz    # add runs to a committed series
     python -m common.analyze docs/results/fair-test-6x6/series.jsonl.gz ...    # the tables, from the repo alone
 
