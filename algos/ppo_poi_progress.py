@@ -533,6 +533,21 @@ def compute_gae(rewards, values, next_value, final_values, terminations, dones, 
     return advantages, advantages + values
 
 
+def clipped_losses(ratio, advantages, new_values, old_values, returns, args):
+    """PPO's clipped surrogate policy loss and its value loss (with `args.clip_vloss` clipped around the rollout's
+    values, as CleanRL's), each a mean over the minibatch; `ratio` is pi_new / pi_old of the actions taken, both clips
+    at `args.clip_coef`."""
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+    if not args.clip_vloss:
+        return pg_loss, 0.5 * ((new_values - returns) ** 2).mean()
+    v_loss_unclipped = (new_values - returns) ** 2
+    v_clipped = old_values + torch.clamp(new_values - old_values, -args.clip_coef, args.clip_coef)
+    v_loss_clipped = (v_clipped - returns) ** 2
+    return pg_loss, 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+
+
 def intrinsic_advantages(int_rewards, int_values, next_int_value, int_gamma, gae_lambda):
     """GAE of the intrinsic reward, non-episodic: its return flows on across episode ends
     (an episode's end is no reason to stop seeking data for the model)."""
@@ -817,23 +832,9 @@ if __name__ == "__main__":
                         )
                     mb_advantages = ext_share * mb_advantages + int_share * mb_int_advantages
 
-                    # Policy loss
-                    pg_loss1 = -mb_advantages * ratio
-                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
-
-                    # Value loss
-                    newvalue = newvalue.view(-1)
-                    if args.clip_vloss:
-                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                        v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
-                        )
-                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                        v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
-                        v_loss = 0.5 * v_loss_max.mean()
-                    else:
-                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+                    pg_loss, v_loss = clipped_losses(
+                        ratio, mb_advantages, newvalue.view(-1), b_values[mb_inds], b_returns[mb_inds], args
+                    )
                     int_v_loss = 0.5 * ((new_int_value.view(-1) - b_int_returns[mb_inds]) ** 2).mean()
 
                     entropy_loss = entropy.mean()
