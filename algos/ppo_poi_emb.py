@@ -814,8 +814,9 @@ if __name__ == "__main__":
             poi = poi.reshape(args.num_steps, args.num_envs)
             int_rewards = poi / (int_reward_scale.update(poi) + 1e-8)
 
-            # EMBEDDING LOGIC: the embedding network learns to summarise where the POI is
-            emb_pool = (obs.reshape(-1, obs_dim), poi.reshape(-1))
+            # EMBEDDING LOGIC: the embedding network learns to summarise where the POI is; the next rollout draws the
+            # sets of its new episodes from this one's states (a copy: the rollout storage is overwritten as it goes)
+            emb_pool = (obs.reshape(-1, obs_dim).clone(), poi.reshape(-1))
             emb_loss = train_interest_embedding(emb_net, emb_optimizer, *emb_pool, heldout["obs"], eval_poi, args)
 
             # bootstrap value if not done
