@@ -584,6 +584,7 @@ def test_the_task_loss_diagnosis_reads_windows_around_the_change_from_event_file
     assert kept["100k-300k"]["entropy"] == 0.25 and kept["0-100k"]["approx_kl"] == 0.015625
     assert math.isnan(kept["300k-600k"]["return"]) and math.isnan(kept["300k-600k"]["entropy"])  # past the run's end
     assert rows[1]["solved_at"][0] is not None and rows[4]["solved_at"] == [None, None]
+    assert sorted(rows) == [1, 2, 3, 4, 5]
     for seed, row in rows.items():  # the outcome is the fair test's: common.analyze's task window of each phase
         scalars = analyze.read_scalars(sweep / f"E-v0__m__{seed}__1700000000")
         phases = analyze.phase_metrics(
@@ -599,7 +600,9 @@ def test_the_task_loss_diagnosis_reads_windows_around_the_change_from_event_file
         [script, "rows", tmp_path / "s.jsonl.gz", "--out", tmp_path / "series_rows.jsonl"], tmp_path
     )
     assert from_series.returncode == 0, from_series.stderr
-    for r in map(json.loads, (tmp_path / "series_rows.jsonl").read_text().splitlines()):
+    series_rows = list(map(json.loads, (tmp_path / "series_rows.jsonl").read_text().splitlines()))
+    assert sorted(r["seed"] for r in series_rows) == [1, 2, 3, 4, 5]
+    for r in series_rows:
         assert r["outcome"] == rows[r["seed"]]["outcome"] and r["solved_at"] == rows[r["seed"]]["solved_at"]
         for window, means in r["windows"].items():
             for key in ("return", "entropy"):
@@ -1277,9 +1280,12 @@ def test_the_forward_model_verdict_reads_real_analyses(tmp_path):
     (tmp_path / "probe/faithful/results.json").write_text((probe / "faithful/results.json").read_text())
     results = json.loads((tmp_path / "results.json").read_text())
     # the tool's names: the analysis at T's, the 1.5T analysis's pre-registered column
-    for row in (r for r in results["frontier"] if r["method"] in (I1, I2) and r["task"] == "return_window"):
+    frontier_rows = [r for r in results["frontier"] if r["method"] in (I1, I2) and r["task"] == "return_window"]
+    assert sorted(r["method"] for r in frontier_rows) == sorted([I1, I2])
+    for row in frontier_rows:
         assert set(verdict.READINGS) | {"changed_adaptation"} <= set(row["readings"])
     rows, context = verdict.judge(tmp_path)
+    assert sorted(row["method"] for row in rows) == sorted([I1, I2])
     published = {v["method"]: v for v in results["verdicts"]}
     g1 = json.loads((tmp_path / "against-gaussian-ppo/results.json").read_text())["aggregates"]
     for row in rows:  # the same numbers (NaN where the analysis could not make one)
