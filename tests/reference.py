@@ -15,6 +15,9 @@ DISCRETE = (
 FROM_START = DISCRETE + ["--int-after-return", "0"]  # the interest counts from the first update
 FLAGS = {
     "ppo.py": DISCRETE,
+    # the forward model, Gaussian and faithful (the forward-model study's G1): its held-out NLL and its optimiser
+    "ppo.py --model-target forward": [f if f != "key_distance" else "forward" for f in DISCRETE]
+    + ["--model-gaussian", "--model-faithful"],
     "ppo_poi_ensemble.py": FROM_START,
     "ppo_poi_disagreement.py": FROM_START,
     "ppo_poi_grad.py": FROM_START,
