@@ -46,16 +46,20 @@ def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, shar
     script, flags = reference(key)
     interrupted = start(script, tmp_path / "interrupted", *flags)
     assert interrupted.stdout.readline().startswith("run folder: ")
-    # an iteration prints its line, then checkpoints if asked to stop: a discrete file stops after its fourth
-    # iteration or so, after the change (the checkpoint holds the new colour, pending in the worlds whose episodes
-    # began before it); continuous PPO after its first, SAC at step 2,000 (each after a change, before another)
-    lines = 1 if key.startswith("ppo_continuous") else 2 if key.startswith("sac") else 4
-    for _ in range(lines):
+    # an iteration prints its line, then checkpoints if asked to stop: the stop comes at the end of the iteration
+    # that printed the last line read, or of the next. A discrete file stops after its third or fourth of six
+    # iterations, after the change (the checkpoint holds the new colour, pending in the worlds whose episodes began
+    # before it); continuous PPO after its first or second, SAC at step 2,000 of 2,200 (each after a change, before
+    # another)
+    progress_lines = 1 if key.startswith("ppo_continuous") else 2 if key.startswith("sac") else 3
+    for _ in range(progress_lines):
         assert interrupted.stdout.readline().startswith("step")
     interrupted.send_signal(signal.SIGINT)
     _, err = interrupted.communicate(timeout=120)
     (run_dir,) = (tmp_path / "interrupted").iterdir()
-    assert read_scalars(run_dir)["charts/phase"][-1][1] >= 1  # the checkpoint's iteration ended after a change
+    last_step, phase = read_scalars(run_dir)["charts/phase"][-1]
+    total = int(flags[flags.index("--total-timesteps") + 1])
+    assert phase >= 1 and last_step < total  # stopped after a change, with iterations left to resume
     lines = err.strip().splitlines()
     assert interrupted.returncode == 130 and len(lines) == 1, err
     assert lines[0].endswith(f"--resume {run_dir}") and (run_dir / CHECKPOINT).is_file()

@@ -69,18 +69,20 @@ def test_gae_matches_plain_loop(seed):
 def test_clipped_losses_hand_worked():
     """PPO's losses at clip 0.2 on four samples worked by hand: the surrogate takes the more pessimistic of the
     unclipped and the clipped term, the value loss the larger of the unclipped and the clipped squared error."""
-    ratio = torch.tensor([1.65, 0.5, 0.5, 1.1])
-    advantages = torch.tensor([1.0, -1.0, 1.0, 2.0])
+    ratio = torch.tensor([1.65, 0.5, 0.5, 1.1, 1.5])
+    advantages = torch.tensor([1.0, -1.0, 1.0, 2.0, -1.0])
     # per sample -min(r A, clip(r) A): 1.65 > 1.2 with A > 0 is clipped: -1.2; 0.5 < 0.8 with A < 0 is clipped: 0.8;
-    # 0.5 with A > 0 is not (the unclipped term is the smaller): -0.5; 1.1 is inside the clip: -2.2
-    expected_pg = (-1.2 + 0.8 - 0.5 - 2.2) / 4
-    new_values = torch.tensor([1.0, 0.0, 2.0, 0.5])
-    old_values = torch.tensor([0.0, 0.0, 1.0, 0.0])
-    returns = torch.tensor([1.0, 3.0, 0.0, 0.5])
-    # clipped values: 0.2 (1 - 0 clipped), 0.0, 1.2 (2 - 1 clipped), 0.2 (0.5 - 0 clipped)
-    # max(unclipped, clipped) squared errors: max(0, 0.64), max(9, 9), max(4, 1.44), max(0, 0.09)
-    expected_v_clipped = 0.5 * (0.64 + 9.0 + 4.0 + 0.09) / 4
-    expected_v_plain = 0.5 * (0.0 + 9.0 + 4.0 + 0.0) / 4
+    # 0.5 with A > 0 is not (the unclipped term is the smaller): -0.5; 1.1 is inside the clip: -2.2; 1.5 > 1.2 with
+    # A < 0 is not: 1.5
+    expected_pg = (-1.2 + 0.8 - 0.5 - 2.2 + 1.5) / 5
+    new_values = torch.tensor([1.0, 0.0, 2.0, 0.5, -1.0])
+    old_values = torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0])
+    returns = torch.tensor([1.0, 3.0, 0.0, 0.5, -1.0])
+    # clipped values: 0.2 (1 - 0 clipped above), 0.0, 1.2 (2 - 1 clipped above), 0.2 (0.5 - 0 clipped above), -0.2
+    # (-1 - 0 clipped below); max(unclipped, clipped) squared errors: max(0, 0.64), max(9, 9), max(4, 1.44),
+    # max(0, 0.09), max(0, 0.64)
+    expected_v_clipped = 0.5 * (0.64 + 9.0 + 4.0 + 0.09 + 0.64) / 5
+    expected_v_plain = 0.5 * (0.0 + 9.0 + 4.0 + 0.0 + 0.0) / 5
     for clip_vloss, expected_v in ((True, expected_v_clipped), (False, expected_v_plain)):
         args = SimpleNamespace(clip_coef=0.2, clip_vloss=clip_vloss)
         pg, v = clipped_losses(ratio, advantages, new_values, old_values, returns, args)
@@ -89,13 +91,14 @@ def test_clipped_losses_hand_worked():
 
 
 def test_clipped_losses_gradient_stops_where_the_clip_binds():
-    """The surrogate's gradient in the ratio is -A/n where the unclipped term counts and 0 where the clip binds."""
-    ratio = torch.tensor([1.65, 0.5, 0.5, 1.1], requires_grad=True)
-    advantages = torch.tensor([1.0, -1.0, 1.0, 2.0])
-    values = torch.zeros(4)
+    """The surrogate's gradient in the ratio is -A/n where the unclipped term counts (inside the clip both terms
+    are equal, and torch.max shares the gradient between them) and 0 where the clip binds."""
+    ratio = torch.tensor([1.65, 0.5, 0.5, 1.1, 1.5], requires_grad=True)
+    advantages = torch.tensor([1.0, -1.0, 1.0, 2.0, -1.0])
+    values = torch.zeros(5)
     pg, _ = clipped_losses(ratio, advantages, values, values, values, SimpleNamespace(clip_coef=0.2, clip_vloss=True))
     pg.backward()
-    torch.testing.assert_close(ratio.grad, torch.tensor([0.0, 0.0, -0.25, -0.5]))
+    torch.testing.assert_close(ratio.grad, torch.tensor([0.0, 0.0, -0.2, -0.4, 0.2]))
 
 
 def ring_dynamics(n_states=12, n_samples=2048, seed=0):

@@ -39,6 +39,7 @@ def definitions():
 def test_a_definition_shared_by_files_is_the_same_text_in_each():
     shared = {name: files for name, files in definitions().items() if len(files) > 1}
     assert {"compute_gae", "clipped_losses", "layer_init", "model_targets", "IntrinsicRewardScale"} <= set(shared)
+    assert set(shared["clipped_losses"]) == {path.stem for path in ALGOS.glob("ppo*.py")}  # every PPO file has it
     for name, files in shared.items():
         versions = collections.defaultdict(list)
         for stem, text in files.items():
