@@ -3,15 +3,15 @@ once per test process): test_checkpoint resumes its interrupted twin against it,
 seldom trains the same run, that the POI files log what they should, that the minigrid vector env gives the same run,
 that a fresh process with the same seed gives it again; test_replay and test_progress compare their variants with it.
 
-A discrete file's: 2 worlds x 64 steps an iteration, 6 iterations, the change within the third (test_checkpoint's
-interrupted twin stops after it), the held-out evaluation every iteration; the interest counts from the start
+A discrete file's: 2 worlds x 64 steps an iteration, 7 iterations, the change within the third (test_checkpoint's
+interrupted twin stops after the fifth), the held-out evaluation every iteration; the interest counts from the start
 (--int-after-return 0), so that it reaches the update."""
 
 import pytest
 
 DISCRETE = (
     "--num-envs 2 --num-steps 64 --num-minibatches 2 --eval-steps 64 --eval-every 1 --env ColorDoorKey-6x6 "
-    "--model-target key_distance --vector-env batched --total-timesteps 768 --change-steps 320"
+    "--model-target key_distance --vector-env batched --total-timesteps 896 --change-steps 320"
 ).split()
 FROM_START = DISCRETE + ["--int-after-return", "0"]  # the interest counts from the first update
 FLAGS = {

@@ -67,7 +67,7 @@ def test_gae_matches_plain_loop(seed):
 
 
 def test_clipped_losses_hand_worked():
-    """PPO's losses at clip 0.2 on four samples worked by hand: the surrogate takes the more pessimistic of the
+    """PPO's losses at clip 0.2 on five samples worked by hand: the surrogate takes the more pessimistic of the
     unclipped and the clipped term, the value loss the larger of the unclipped and the clipped squared error."""
     ratio = torch.tensor([1.65, 0.5, 0.5, 1.1, 1.5])
     advantages = torch.tensor([1.0, -1.0, 1.0, 2.0, -1.0])

@@ -245,7 +245,7 @@ def test_poi_files_log_everything_ppo_logs_and_poi(tmp_path, shared_run, target,
         run(tmp_path, *flags, "--eval-changed-min", "0", "--save-model", script=script)
         run_dir, iterations = only_run_dir(tmp_path), 2
     else:
-        run_dir, iterations = shared_run(script, *flags), 6
+        run_dir, iterations = shared_run(script, *flags), 7
     scalars = read_scalars(run_dir)
     assert (DESIGN_METRICS - {"charts/episodic_return", "charts/episodic_length"}) | POI_METRICS <= set(scalars)
     poi = [v for _, v in scalars["poi/mean"]]
@@ -332,7 +332,7 @@ def test_evaluation_and_logging_never_change_training(tmp_path, shared_run, key)
     for run_dir in (shared_run(script, *flags), only_run_dir(tmp_path)):
         scalars = read_scalars(run_dir)
         logs.append({k: v for k, v in scalars.items() if k.startswith(("losses/", "poi/mean", "external_model/train"))})
-    assert len(logs[0]["losses/policy_loss"]) == 6 and logs[0] == logs[1]
+    assert len(logs[0]["losses/policy_loss"]) == 7 and logs[0] == logs[1]
 
 
 def test_a_terminated_run_exits_with_one_line_and_keeps_its_logs(tmp_path, signal_name="SIGTERM", code=143):
