@@ -725,6 +725,27 @@ def finish_figure(fig, axes, title: str, path: Path) -> Path:
     return path
 
 
+def floor_notes(runs: list[RunInfo], baseline: str | None, share: float = 0.75) -> list[str]:
+    """A note for each env, loss and phase after a change in which fewer than `share` of the baseline's runs get back
+    below the loss's threshold: its re-learning steps then count mostly whether a run gets back at all, and a ratio to
+    it reads the threshold at the baseline's floor (docs/sweeps-and-analysis.md, three checks for a plan)."""
+    notes = []
+    for env in sorted({run.env for run in runs if run.method == baseline}):
+        mine = [run for run in runs if run.method == baseline and run.env == env]
+        for kind in LOSSES:
+            for phase in range(1, max(len(run.phases) for run in mine)):
+                rows = [r.phases[phase] for r in mine if len(r.phases) > phase]
+                rows = [row for row in rows if f"{kind}_threshold" in row]  # the runs that log this loss
+                back = sum(row[f"{kind}_reached"] for row in rows)
+                if rows and back < share * len(rows):
+                    notes.append(
+                        f"{env}, phase {phase}: {back} of {len(rows)} runs of the baseline {baseline} get back below "
+                        f"the {kind} threshold: its {kind} re-learning steps count mostly whether a run gets back "
+                        "(a threshold at the baseline's floor)"
+                    )
+    return notes
+
+
 def markdown(rows: list[dict], settings: dict, notes: list[str], agreement: list[dict] = ()) -> str:
     def cell(estimate: dict | None, steps: bool) -> str:
         if not estimate:
@@ -1044,6 +1065,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
 
+    notes += floor_notes(usable, args.baseline)
     first = args.folders[0]
     out = args.out or (first.parent if first.is_file() else first) / "analysis"
     out.mkdir(parents=True, exist_ok=True)

@@ -317,6 +317,31 @@ def test_analysis_aggregates_with_iqm_normalises_and_reports_what_is_missing(tmp
     assert subset_rows[("base", 0)]["eval_adaptation"] == rows[("base", 0)]["eval_adaptation"]  # the same CI
 
 
+def test_a_note_says_where_the_baseline_rarely_gets_back_below_a_threshold(tmp_path):
+    def run(method, after_first, after_second):  # whether the changed loss got back below its threshold, per phase
+        phases = [{"changed_threshold": 1.0, "changed_reached": r} for r in (True, after_first, after_second)]
+        return analyze.RunInfo(Path("x"), "E", method, 1, True, phases=phases)
+
+    # after the first change 3 of 4 runs get back (the 0.75 share: no note); after the second 1 of the 3 that log
+    # the loss there (a phase without the loss has no threshold and is not counted)
+    runs = [run("base", True, False), run("base", False, True), run("base", True, True), run("base", True, False)]
+    del runs[2].phases[2]["changed_threshold"]
+    runs.append(run("other", False, False))
+    assert analyze.floor_notes(runs, "base") == [
+        "E, phase 2: 1 of 3 runs of the baseline base get back below the changed threshold: its changed re-learning "
+        "steps count mostly whether a run gets back (a threshold at the baseline's floor)"
+    ]
+    assert analyze.floor_notes(runs, None) == [] and len(analyze.floor_notes(runs, "other")) == 2
+
+    for seed in (1, 2):  # end to end: a threshold below every loss is never got back below
+        write_run(tmp_path / "runs", "base", seed, 4.0)
+    result = analyse(str(tmp_path), "--baseline", "base", "--eval-threshold", "-1", "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    notes = json.loads((tmp_path / "out/results.json").read_text())["notes"]
+    assert [n[: n.index(":")] for n in notes] == ["ColorDoorKey-6x6, phase 1"] and "the eval threshold" in notes[0]
+    assert "0 of 2 runs of the baseline base" in notes[0]  # the train loss, whose threshold is positive, gets back
+
+
 def test_analysis_rejects_bad_input_with_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     write_run(tmp_path / "bare", "m", 1, 1.0, tags={"charts/episodic_return"})
