@@ -725,23 +725,32 @@ def finish_figure(fig, axes, title: str, path: Path) -> Path:
     return path
 
 
-def floor_notes(runs: list[RunInfo], baseline: str | None, share: float = 0.75) -> list[str]:
-    """A note for each env, loss and phase after a change in which fewer than `share` of the baseline's runs get back
-    below the loss's threshold: its re-learning steps then count mostly whether a run gets back at all, and a ratio to
-    it reads the threshold at the baseline's floor (docs/sweeps-and-analysis.md, three checks for a plan)."""
+def floor_notes(
+    runs: list[RunInfo], baseline: str | None, relative: float | None = None, share: float = 0.75
+) -> list[str]:
+    """A note for each env, loss and phase after a change in which fewer than `share` of the baseline's finished runs
+    that log the loss (at least 3) get back below its threshold: the baseline's re-learning steps then count mostly
+    whether a run gets back at all, and a ratio to them reads the threshold at the baseline's floor
+    (docs/sweeps-and-analysis.md, three checks for a plan). A loss whose threshold is not above 0 (one a study switched
+    off) is left out. With `relative` each run's threshold is that factor times its own level before the change."""
     notes = []
     for env in sorted({run.env for run in runs if run.method == baseline}):
-        mine = [run for run in runs if run.method == baseline and run.env == env]
+        mine = [run for run in runs if run.method == baseline and run.env == env and run.finished]
         for kind in LOSSES:
-            for phase in range(1, max(len(run.phases) for run in mine)):
+            for phase in range(1, max((len(run.phases) for run in mine), default=1)):
                 rows = [r.phases[phase] for r in mine if len(r.phases) > phase]
-                rows = [row for row in rows if f"{kind}_threshold" in row]  # the runs that log this loss
+                rows = [row for row in rows if row.get(f"{kind}_threshold", 0) > 0]  # the runs that log this loss
                 back = sum(row[f"{kind}_reached"] for row in rows)
-                if rows and back < share * len(rows):
+                if len(rows) >= 3 and back < share * len(rows):
+                    below = (
+                        f"within {relative:g}x their own {kind} level before the change"
+                        if relative
+                        else (f"below the {kind} threshold {rows[0][f'{kind}_threshold']:g}")
+                    )
                     notes.append(
-                        f"{env}, phase {phase}: {back} of {len(rows)} runs of the baseline {baseline} get back below "
-                        f"the {kind} threshold: its {kind} re-learning steps count mostly whether a run gets back "
-                        "(a threshold at the baseline's floor)"
+                        f"{env}, phase {phase}: {back} of the {len(rows)} finished runs of the baseline {baseline} "
+                        f"that log the {kind} loss get back {below}: its {kind} re-learning steps count mostly "
+                        "whether a run gets back (a threshold at the baseline's floor)"
                     )
     return notes
 
@@ -1065,7 +1074,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
 
-    notes += floor_notes(usable, args.baseline)
+    notes += floor_notes(usable, args.baseline, args.relative)
     first = args.folders[0]
     out = args.out or (first.parent if first.is_file() else first) / "analysis"
     out.mkdir(parents=True, exist_ok=True)

@@ -318,28 +318,46 @@ def test_analysis_aggregates_with_iqm_normalises_and_reports_what_is_missing(tmp
 
 
 def test_a_note_says_where_the_baseline_rarely_gets_back_below_a_threshold(tmp_path):
-    def run(method, after_first, after_second):  # whether the changed loss got back below its threshold, per phase
-        phases = [{"changed_threshold": 1.0, "changed_reached": r} for r in (True, after_first, after_second)]
-        return analyze.RunInfo(Path("x"), "E", method, 1, True, phases=phases)
+    def run(method, env, *after, finished=True, threshold=1.0):  # per phase after a change: whether it got back
+        phases = [{"changed_threshold": threshold, "changed_reached": r} for r in (True, *after)]
+        return analyze.RunInfo(Path("x"), env, method, 1, finished, phases=phases)
 
-    # after the first change 3 of 4 runs get back (the 0.75 share: no note); after the second 1 of the 3 that log
-    # the loss there (a phase without the loss has no threshold and is not counted)
-    runs = [run("base", True, False), run("base", False, True), run("base", True, True), run("base", True, False)]
+    # env E, after the first change: 3 of 4 runs get back (the 0.75 share: no note); after the second, 1 of the 3
+    # runs that reach that phase and log the loss there (one run is a phase short, one has no threshold there: it
+    # does not log the loss); an unfinished run that never got back is not counted
+    runs = [run("base", "E", True, False), run("base", "E", False, True), run("base", "E", True, True)]
+    runs += [run("base", "E", True, False), run("base", "E", True), run("base", "E", False, False, finished=False)]
     del runs[2].phases[2]["changed_threshold"]
-    runs.append(run("other", False, False))
-    assert analyze.floor_notes(runs, "base") == [
-        "E, phase 2: 1 of 3 runs of the baseline base get back below the changed threshold: its changed re-learning "
-        "steps count mostly whether a run gets back (a threshold at the baseline's floor)"
+    # env F: 2 of 2 runs back after the change (no note, and too few runs for one anyway); G: 3 runs, none back, with
+    # the loss switched off (a threshold of 0): no note; other methods are not the baseline
+    runs += [run("base", "F", True), run("base", "F", True), run("other", "E", False, False)]
+    runs += [run("base", "G", False, threshold=0.0) for _ in range(3)]
+    expected = (
+        "E, phase 2: 1 of the 3 finished runs of the baseline base that log the changed loss get back below the "
+        "changed threshold 1: its changed re-learning steps count mostly whether a run gets back (a threshold at the "
+        "baseline's floor)"
+    )
+    assert analyze.floor_notes(runs, "base") == [expected]
+    assert analyze.floor_notes(runs, None) == [] and analyze.floor_notes(runs, "other") == []  # one run: too few
+    relative = analyze.floor_notes(runs, "base", relative=1.5)
+    assert relative == [
+        expected.replace("below the changed threshold 1", "within 1.5x their own changed level before the change")
     ]
-    assert analyze.floor_notes(runs, None) == [] and len(analyze.floor_notes(runs, "other")) == 2
+    runs += [run("base", "F", False) for _ in range(3)]  # F: now 2 of 5 back
+    assert [n[: n.index(":")] for n in analyze.floor_notes(runs, "base")] == ["E, phase 2", "F, phase 1"]
 
-    for seed in (1, 2):  # end to end: a threshold below every loss is never got back below
+    for seed in (1, 2, 3):  # end to end: a threshold below every loss is never got back below
         write_run(tmp_path / "runs", "base", seed, 4.0)
-    result = analyse(str(tmp_path), "--baseline", "base", "--eval-threshold", "-1", "--out", str(tmp_path / "out"))
+    result = analyse(str(tmp_path), "--baseline", "base", "--eval-threshold", "-1", "--train-threshold", "2",
+                     "--out", str(tmp_path / "out"))  # fmt: skip
     assert result.returncode == 0, result.stderr
     notes = json.loads((tmp_path / "out/results.json").read_text())["notes"]
-    assert [n[: n.index(":")] for n in notes] == ["ColorDoorKey-6x6, phase 1"] and "the eval threshold" in notes[0]
-    assert "0 of 2 runs of the baseline base" in notes[0]  # the train loss, whose threshold is positive, gets back
+    assert notes == [], notes  # the eval loss switched off (-1); the train loss gets back below 2 in every run
+    result = analyse(str(tmp_path), "--baseline", "base", "--eval-threshold", "1e-9", "--train-threshold", "2",
+                     "--out", str(tmp_path / "out"))  # fmt: skip
+    notes = json.loads((tmp_path / "out/results.json").read_text())["notes"]
+    assert len(notes) == 1 and notes[0].startswith("ColorDoorKey-6x6, phase 1: 0 of the 3 finished runs"), notes
+    assert "the eval threshold 1e-09" in notes[0]
 
 
 def test_analysis_rejects_bad_input_with_one_line(tmp_path):
