@@ -745,7 +745,7 @@ def floor_notes(
                     below = (
                         f"within {relative:g}x their own {kind} level before the change"
                         if relative
-                        else (f"below the {kind} threshold {rows[0][f'{kind}_threshold']:g}")
+                        else f"below the {kind} threshold {rows[0][f'{kind}_threshold']:g}"
                     )
                     notes.append(
                         f"{env}, phase {phase}: {back} of the {len(rows)} finished runs of the baseline {baseline} "

@@ -348,14 +348,16 @@ def test_a_note_says_where_the_baseline_rarely_gets_back_below_a_threshold(tmp_p
 
     for seed in (1, 2, 3):  # end to end: a threshold below every loss is never got back below
         write_run(tmp_path / "runs", "base", seed, 4.0)
-    result = analyse(str(tmp_path), "--baseline", "base", "--eval-threshold", "-1", "--train-threshold", "2",
-                     "--out", str(tmp_path / "out"))  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    notes = json.loads((tmp_path / "out/results.json").read_text())["notes"]
-    assert notes == [], notes  # the eval loss switched off (-1); the train loss gets back below 2 in every run
-    result = analyse(str(tmp_path), "--baseline", "base", "--eval-threshold", "1e-9", "--train-threshold", "2",
-                     "--out", str(tmp_path / "out"))  # fmt: skip
-    notes = json.loads((tmp_path / "out/results.json").read_text())["notes"]
+
+    def notes_at(eval_threshold):  # the train loss gets back below 2 in every run
+        out = tmp_path / f"out{eval_threshold}"
+        flags = ["--baseline", "base", "--eval-threshold", eval_threshold, "--train-threshold", "2", "--out", str(out)]
+        result = analyse(str(tmp_path), *flags)
+        assert result.returncode == 0, result.stderr
+        return json.loads((out / "results.json").read_text())["notes"]
+
+    assert notes_at("-1") == []  # the eval loss switched off
+    notes = notes_at("1e-9")
     assert len(notes) == 1 and notes[0].startswith("ColorDoorKey-6x6, phase 1: 0 of the 3 finished runs"), notes
     assert "the eval threshold 1e-09" in notes[0]
 
