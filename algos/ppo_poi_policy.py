@@ -681,8 +681,8 @@ if __name__ == "__main__":
 
             # without a task reward (--no-task-reward, the warm start) the task advantage is critic noise: weight 0
             ext_weight = 0.0 if args.no_task_reward or global_step < args.reward_warmstart else args.ext_coef
-            # the weights as shares of one: the policy loss keeps PPO's scale, so the entropy bonus keeps its relative
-            # weight (Adam undoes a loss's scale, not the ratio of its terms); with the other weight 0 it is PPO's
+            # the weights as shares of one (Adam undoes a loss's scale, not the ratio of its terms): the mix's std is 1
+            # where the two agree, less where not (0.75 if uncorrelated at 2 : 1); with the other weight 0 it is PPO's
             weight_sum = ext_weight + int_weight
             ext_share, int_share = (ext_weight / weight_sum, int_weight / weight_sum) if weight_sum else (0.0, 0.0)
 
