@@ -11,6 +11,7 @@ import math
 import random
 import re
 import signal
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -846,6 +847,22 @@ def test_the_follow_up_verdict_applies_the_plan_s_gates_and_outcomes(tmp_path):
     reading = verdict.against(real, f1)
     assert reading["ratio"] == pytest.approx(0.5802, abs=1e-4) and reading["ci"] == reading["verdict_ci"]
     assert reading["ci"][0] < reading["ratio"] < reading["ci"][1] and not reading["fragile"]
+
+
+def test_the_diayn_probe_gate_share_counts_the_phase_iterations_with_the_weight_on():
+    """beside.py's open share on a hand-made weight series: within [start, end) only, a weight of 0 closed."""
+    folder = ROOT / "docs/results/diayn-ways-8x8"
+    sys.path.insert(0, str(folder))  # beside.py imports choose.py beside it
+    try:
+        spec = importlib.util.spec_from_file_location("beside", folder / "beside.py")
+        beside = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(beside)
+    finally:
+        sys.path.remove(str(folder))
+    points = [(0, 1.0), (10, 0.0), (20, 1.0), (30, 0.0), (40, 1.0)]
+    assert beside.open_share(points, 0, 30) == pytest.approx(2 / 3)
+    assert beside.open_share(points, 10, 40) == pytest.approx(1 / 3)
+    assert np.isnan(beside.open_share(points, 50, 60))
 
 
 def test_the_diayn_probe_choice_passes_qualifies_and_decides_as_its_plan_says():
