@@ -129,6 +129,10 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     """weight of the DIAYN advantages (reward log q(z|s') - log p(z), p uniform; normalised per minibatch; the weights mix as shares of their sum)"""
     diayn_after_return: float = 0.0
     """the DIAYN advantages count only while the mean return of the last 100 episodes is at least this (live, after SMERL: diversity only while the task is done; 0, or --no-task-reward: always)"""
+    diayn_bootstrap_at_termination: bool = False
+    """the DIAYN return bootstraps from the skill's value where an episode terminates (the task done), as where one is
+    truncated or a skill ends, so doing the task forfeits no skill reward; off: it stops there, and a skill reward
+    above 0 (q(z|s') > p(z)) pays for every step the task is not done"""
     ext_coef: float = 2.0
     """weight of the task advantages (each kind normalised per minibatch; the weights mix as shares of their sum)"""
     uniform_prior_weight: float = 0.5
@@ -872,8 +876,10 @@ if __name__ == "__main__":
                 switch &= skill_env
                 skill_ends[step] = switch.float()
                 # a truncated episode bootstraps both returns from its final observation; an ended skill its DIAYN
-                # return (final_values is read only where an episode was truncated)
-                bootstrap = torch.as_tensor(truncation, device=device) | switch
+                # return, and with --diayn-bootstrap-at-termination a terminated episode too (final_values is read
+                # only where an episode was truncated)
+                ended = done if args.diayn_bootstrap_at_termination else truncation
+                bootstrap = torch.as_tensor(ended, device=device) | switch
                 if bootstrap.any():
                     with torch.no_grad():
                         x = agent_input(real_next_obs[bootstrap], next_skill[bootstrap], args.num_skills, skill_scale)
@@ -993,14 +999,18 @@ if __name__ == "__main__":
                     args.gamma,
                     args.gae_lambda,
                 )
-                # the DIAYN return is the skill's: it also stops where a skill ends within an episode
+                # the DIAYN return is the skill's: it also stops where a skill ends within an episode; with
+                # --diayn-bootstrap-at-termination no episode end cuts it without a bootstrap
                 skill_dones = torch.maximum(dones, skill_ends)
+                diayn_terminations = (
+                    torch.zeros_like(terminations) if args.diayn_bootstrap_at_termination else terminations
+                )
                 diayn_advantages, diayn_returns = compute_gae(
                     diayn_reward,
                     diayn_values,
                     next_diayn_value.reshape(1, -1),
                     final_diayn_values,
-                    terminations,
+                    diayn_terminations,
                     skill_dones,
                     args.gamma,
                     args.gae_lambda,
