@@ -849,6 +849,19 @@ def test_the_follow_up_verdict_applies_the_plan_s_gates_and_outcomes(tmp_path):
     assert reading["ci"][0] < reading["ratio"] < reading["ci"][1] and not reading["fragile"]
 
 
+def test_the_termination_probe_applies_the_first_probe_s_rules_to_its_own_ways():
+    """The termination probe's choose.py: the first probe's decision over its two ways (B0 first in the ties)."""
+    spec = importlib.util.spec_from_file_location("termination", ROOT / "docs/results/diayn-termination-8x8/choose.py")
+    termination = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(termination)
+    choose = termination.rules()
+    b0, b1 = termination.WAYS
+    assert choose.WAYS == (b0, b1) and choose.SEEDS == (561, 562, 563) and choose.HERE == termination.HERE
+    assert choose.decide({b0: (1, 1, 0.5), b1: (2, 2, 0.3)}, {b0: 1, b1: 2}).startswith(f"chosen: {b1} (passes in 2")
+    assert choose.decide({b0: (2, 2, 0.3), b1: (2, 2, 0.3)}, {b0: 2, b1: 2}).startswith(f"chosen: {b0} (passes in 2")
+    assert "no skill study" in choose.decide({b0: (0, 1, 0.3), b1: (0, 0, 0.3)}, {b0: 1, b1: 0})
+
+
 def test_the_diayn_probe_gate_share_counts_the_phase_iterations_with_the_weight_on():
     """beside.py's open share on a hand-made weight series: within [start, end) only, a weight of 0 closed."""
     folder = ROOT / "docs/results/diayn-ways-8x8"
