@@ -42,7 +42,8 @@ SERIES_TAGS = (
     "diayn/disc_accuracy_fresh",  # the skill agent's (ppo_poi_diayn.py): how distinct its skills are
     "diayn/weight",  # and the DIAYN reward's weight in the update (0 while --diayn-after-return holds it back)
     "diayn/skill_env_return",  # and the mean return of a rollout's episodes in the envs with skills,
-    "diayn/skill_env_episodes",  # and how many ended there
+    "diayn/skill_env_episodes",  # and how many ended there,
+    "diayn/reward_mean",  # and the skill reward per step
 )
 SERIES_PREFIXES = ("skills/prob_",)  # and every tag that starts so: the DIAYN file's skill distribution
 ROUNDED = (  # kept to 4 significant digits
@@ -52,6 +53,7 @@ ROUNDED = (  # kept to 4 significant digits
     "diayn/weight",
     "diayn/skill_env_return",
     "diayn/skill_env_episodes",
+    "diayn/reward_mean",
 )
 BIN = 2000  # global steps per bin of episodes: a window is cut to the whole bins inside it (window_mean)
 LAST_EPISODES, SOLVED = 100, 0.8

@@ -284,6 +284,7 @@ def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
         assert np.allclose([v for _, v in back[tag]], [v for _, v in want], rtol=1e-6, atol=0)
     assert {"external_model/rollout_changed_share", "diayn/disc_accuracy_fresh", "diayn/weight"} <= set(SERIES_TAGS)
     assert {"diayn/skill_env_return", "diayn/skill_env_episodes"} <= set(SERIES_TAGS)  # the DIAYN probe's task
+    assert "diayn/reward_mean" in SERIES_TAGS  # the termination probe's diagnosis
 
 
 def load_behaviour():
@@ -847,6 +848,36 @@ def test_the_follow_up_verdict_applies_the_plan_s_gates_and_outcomes(tmp_path):
     reading = verdict.against(real, f1)
     assert reading["ratio"] == pytest.approx(0.5802, abs=1e-4) and reading["ci"] == reading["verdict_ci"]
     assert reading["ci"][0] < reading["ratio"] < reading["ci"][1] and not reading["fragile"]
+
+
+def test_the_diayn_diagnosis_splits_the_returns_between_envs_with_and_without_skills():
+    """diagnosis.py on a hand-made run of two 200k-step phases: per phase's last 100k steps, the episode length,
+    the skill reward, and the return of the envs with skills and of the others (all episodes less theirs)."""
+    spec = importlib.util.spec_from_file_location("diagnosis", ROOT / "docs/results/diayn-ways-8x8/diagnosis.py")
+    diagnosis = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(diagnosis)
+    bins = {"bin": 2000, "count": [0] * 200, "return": [0.0] * 200, "length": [0.0] * 200}
+    for b in range(50, 100):  # phase 0's last 100k: 4 episodes a bin, return 0.5 each, 100 steps each
+        bins["count"][b], bins["return"][b], bins["length"][b] = 4, 2.0, 400.0
+    for b in range(150, 200):  # phase 1's: 2 episodes a bin of return 1 and length 50
+        bins["count"][b], bins["return"][b], bins["length"][b] = 2, 2.0, 100.0
+    steps = range(2048, 400_000, 2048)
+    scalars = {
+        "losses/entropy": [(s, 1.0) for s in steps],
+        "diayn/reward_mean": [(s, 1.5 if s < 200_000 else 0.5) for s in steps],
+        # one episode of the bin's in the envs with skills, of return 0.2 in phase 0 (0.5 in the rest)
+        "diayn/skill_env_return": [(s, 0.2 if s < 200_000 else 1.0) for s in steps],
+        "diayn/skill_env_episodes": [(s, 1) for s in steps],
+    }
+    rec = {"phases": [{"start": 0}, {"start": 200_000}], "scalars": scalars, "episodes": bins}
+    first, second = diagnosis.readings(rec)
+    with_skills = [(v, 1) for s, v in scalars["diayn/skill_env_return"] if 100_000 <= s < 200_000]
+    n = len(with_skills)
+    assert first["length"] == pytest.approx(100.0) and second["length"] == pytest.approx(50.0)
+    assert first["reward"] == pytest.approx(1.5) and second["reward"] == pytest.approx(0.5)
+    assert first["with_skills"] == pytest.approx(0.2) and second["with_skills"] == pytest.approx(1.0)
+    assert first["without"] == pytest.approx((200 * 0.5 - n * 0.2) / (200 - n))
+    assert second["without"] == pytest.approx(1.0) and not first["all_skills"]
 
 
 def test_the_termination_probe_applies_the_first_probe_s_rules_to_its_own_ways():
