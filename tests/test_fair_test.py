@@ -5,13 +5,13 @@ a stopped run's checkpoint."""
 
 import dataclasses
 import gzip
+import hashlib
 import importlib.util
 import json
 import math
 import random
 import re
 import signal
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -891,18 +891,24 @@ def test_the_termination_probe_applies_the_first_probe_s_rules_to_its_own_ways()
     assert choose.decide({b0: (1, 1, 0.5), b1: (2, 2, 0.3)}, {b0: 1, b1: 2}).startswith(f"chosen: {b1} (passes in 2")
     assert choose.decide({b0: (2, 2, 0.3), b1: (2, 2, 0.3)}, {b0: 2, b1: 2}).startswith(f"chosen: {b0} (passes in 2")
     assert "no skill study" in choose.decide({b0: (0, 1, 0.3), b1: (0, 0, 0.3)}, {b0: 1, b1: 0})
+    # the rule is the first probe's file as committed at 3c1bf37 (Amendment 1): an edit there would change it
+    first = (ROOT / "docs/results/diayn-ways-8x8/choose.py").read_bytes()
+    assert (
+        hashlib.sha256(first).hexdigest().startswith("b7080116e96fc6ef6e48978e92e3ca3bf7b1bc5e3fef30a481855cfc6e721ec8")
+    )
+    # beside.py: the first probe's readings on this folder, with the diagnostic arm
+    spec = importlib.util.spec_from_file_location("termination_beside", termination.HERE / "beside.py")
+    beside = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(beside)
+    readings = beside.readings()
+    assert readings.WAYS == (b0, b1, "ppo_poi_diayn-diayn-coef-0") and readings.HERE == termination.HERE
 
 
 def test_the_diayn_probe_gate_share_counts_the_phase_iterations_with_the_weight_on():
     """beside.py's open share on a hand-made weight series: within [start, end) only, a weight of 0 closed."""
-    folder = ROOT / "docs/results/diayn-ways-8x8"
-    sys.path.insert(0, str(folder))  # beside.py imports choose.py beside it
-    try:
-        spec = importlib.util.spec_from_file_location("beside", folder / "beside.py")
-        beside = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(beside)
-    finally:
-        sys.path.remove(str(folder))
+    spec = importlib.util.spec_from_file_location("beside", ROOT / "docs/results/diayn-ways-8x8/beside.py")
+    beside = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(beside)
     points = [(0, 1.0), (10, 0.0), (20, 1.0), (30, 0.0), (40, 1.0)]
     assert beside.open_share(points, 0, 30) == pytest.approx(2 / 3)
     assert beside.open_share(points, 10, 40) == pytest.approx(1 / 3)

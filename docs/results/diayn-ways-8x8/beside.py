@@ -10,6 +10,7 @@ its last 100k steps (choose.py's reading), and the share of its iterations with 
 held-out loss (EMA span 10) is back below 1 (`changed_adaptation`; "not back" where it never is).
 """
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -19,8 +20,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from common.series import read  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from choose import HERE, SEEDS, WAYS, largest_probability  # noqa: E402
+
+def _choose():
+    """choose.py beside this file (by its path: another folder's `choose` module may be loaded already)."""
+    spec = importlib.util.spec_from_file_location("diayn_ways_choose", Path(__file__).resolve().parent / "choose.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+HERE, SEEDS, WAYS, largest_probability = (
+    getattr(_choose(), name) for name in ("HERE", "SEEDS", "WAYS", "largest_probability")
+)
 
 
 def open_share(points: list, start: float, end: float) -> float:

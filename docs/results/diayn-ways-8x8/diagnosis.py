@@ -10,7 +10,6 @@ are counted over the whole 2,000-step bins inside the window and the skill envs'
 the split of a window's edges can differ by a rollout.
 """
 
-import json
 import sys
 from pathlib import Path
 
