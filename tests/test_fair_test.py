@@ -868,6 +868,9 @@ def test_the_diayn_diagnosis_splits_the_returns_between_envs_with_and_without_sk
         # one episode of the bin's in the envs with skills, of return 0.2 in phase 0 (0.5 in the rest)
         "diayn/skill_env_return": [(s, 0.2 if s < 200_000 else 1.0) for s in steps],
         "diayn/skill_env_episodes": [(s, 1) for s in steps],
+        # two skills: uniform before the change, 0.9 / 0.1 after it (the offset, log 2 - H(p), then 0.368)
+        "skills/prob_0": [(s, 0.5 if s < 200_000 else 0.9) for s in steps],
+        "skills/prob_1": [(s, 0.5 if s < 200_000 else 0.1) for s in steps],
     }
     rec = {"phases": [{"start": 0}, {"start": 200_000}], "scalars": scalars, "episodes": bins}
     first, second = diagnosis.readings(rec)
@@ -878,6 +881,9 @@ def test_the_diayn_diagnosis_splits_the_returns_between_envs_with_and_without_sk
     assert first["with_skills"] == pytest.approx(0.2) and second["with_skills"] == pytest.approx(1.0)
     assert first["without"] == pytest.approx((200 * 0.5 - n * 0.2) / (200 - n))
     assert second["without"] == pytest.approx(1.0) and not first["all_skills"]
+    assert first["offset"] == pytest.approx(0.0, abs=1e-12)
+    assert second["offset"] == pytest.approx(math.log(2) + 0.9 * math.log(0.9) + 0.1 * math.log(0.1))
+    assert (first["episodes_with"], first["episodes_without"]) == (n, 200 - n)
 
 
 def test_the_termination_probe_applies_the_first_probe_s_rules_to_its_own_ways():

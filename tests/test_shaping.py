@@ -400,18 +400,19 @@ def test_the_diayn_gate_holds_the_skills_back_until_the_task_is_done(tmp_path):
 
 def test_the_diayn_return_bootstraps_at_a_termination_only_with_its_flag(tmp_path):
     """--diayn-bootstrap-at-termination changes nothing until an episode terminates (here: reaches the goal of
-    MiniGrid-Empty-5x5, the only episodes with a return above 0), and the update of the iteration where one first
-    does: there the DIAYN return no longer stops without a bootstrap."""
+    MiniGrid-Empty-5x5, the only episodes with a return above 0), and from the iteration where one first does the
+    DIAYN return and so the update; with the DIAYN weight 0 the task's update stays the same throughout (the task
+    return is not touched; the DIAYN value head trains apart)."""
     flags = ("--num-envs", "8", "--num-steps", "8", "--num-minibatches", "2", "--eval-steps", "64")
     flags += ("--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "2048", *DIAYN)
 
-    def scalars(*extra):
-        folder = tmp_path / ("on" if extra else "off")
+    def scalars(name, *extra):
+        folder = tmp_path / name
         folder.mkdir()
         run(folder, *flags, *extra, script="algos/ppo_poi_diayn.py")
         return read_scalars(only_run_dir(folder))
 
-    off, on = scalars(), scalars("--diayn-bootstrap-at-termination")
+    off, on = scalars("off"), scalars("on", "--diayn-bootstrap-at-termination")
     reached = [step for step, value in off["charts/episodic_return"] if value > 0]
     steps = [step for step, _ in off["losses/policy_loss"]]  # one point per iteration, at its last global step
     first = next(i for i, step in enumerate(steps) if step >= reached[0])  # the iteration of the first termination
@@ -421,9 +422,17 @@ def test_the_diayn_return_bootstraps_at_a_termination_only_with_its_flag(tmp_pat
         return [(step, value) for step, value in logged["charts/episodic_return"] if step <= steps[first]]
 
     assert until_then(off) == until_then(on)
-    for tag in ("losses/policy_loss", "losses/value_loss"):
+    for tag in ("losses/policy_loss", "losses/diayn_value_loss"):
         assert off[tag][:first] == on[tag][:first]
         assert off[tag][first] != on[tag][first]
+    weightless = [
+        scalars(name, "--diayn-coef", "0", *extra)
+        for name, extra in (("off0", ()), ("on0", ("--diayn-bootstrap-at-termination",)))
+    ]
+    for tag in ("losses/policy_loss", "losses/value_loss", "charts/episodic_return"):
+        assert weightless[0][tag] == weightless[1][tag]
+    assert weightless[0]["losses/diayn_value_loss"][:first] == weightless[1]["losses/diayn_value_loss"][:first]
+    assert weightless[0]["losses/diayn_value_loss"][first] != weightless[1]["losses/diayn_value_loss"][first]
 
 
 def test_envs_without_skills_see_no_skill_and_follow_the_task_advantage_alone():
