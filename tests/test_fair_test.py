@@ -872,6 +872,9 @@ def test_the_diayn_diagnosis_splits_the_returns_between_envs_with_and_without_sk
         "skills/prob_0": [(s, 0.5 if s < 200_000 else 0.9) for s in steps],
         "skills/prob_1": [(s, 0.5 if s < 200_000 else 0.1) for s in steps],
     }
+    for tag in ("diayn/reward_mean", "diayn/skill_env_return"):  # at a phase's first step: the next phase's
+        scalars[tag] = sorted([*scalars[tag], (200_000, 99.0)])
+    scalars["diayn/skill_env_episodes"] = sorted([*scalars["diayn/skill_env_episodes"], (200_000, 1)])
     rec = {"phases": [{"start": 0}, {"start": 200_000}], "scalars": scalars, "episodes": bins}
     first, second = diagnosis.readings(rec)
     with_skills = [(v, 1) for s, v in scalars["diayn/skill_env_return"] if 100_000 <= s < 200_000]
@@ -893,6 +896,11 @@ def test_the_termination_probe_applies_the_first_probe_s_rules_to_its_own_ways()
     spec.loader.exec_module(termination)
     choose = termination.rules()
     b0, b1 = termination.WAYS
+    from common.sweep import resolve_algo  # the labels the plan's sweep commands give its arms
+
+    algo = "algos/ppo_poi_diayn.py"
+    for label, flags in ((b0, ""), (b1, " --diayn-coef 0.25")):
+        assert label == resolve_algo(f"{algo} --diayn-bootstrap-at-termination{flags}")[0]
     assert choose.WAYS == (b0, b1) and choose.SEEDS == (561, 562, 563) and choose.HERE == termination.HERE
     assert choose.decide({b0: (1, 1, 0.5), b1: (2, 2, 0.3)}, {b0: 1, b1: 2}).startswith(f"chosen: {b1} (passes in 2")
     assert choose.decide({b0: (2, 2, 0.3), b1: (2, 2, 0.3)}, {b0: 2, b1: 2}).startswith(f"chosen: {b0} (passes in 2")
@@ -907,7 +915,7 @@ def test_the_termination_probe_applies_the_first_probe_s_rules_to_its_own_ways()
     beside = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(beside)
     readings = beside.readings()
-    assert readings.WAYS == (b0, b1, "ppo_poi_diayn-diayn-coef-0") and readings.HERE == termination.HERE
+    assert readings.WAYS == (b0, b1, resolve_algo(f"{algo} --diayn-coef 0")[0]) and readings.HERE == termination.HERE
 
 
 def test_the_diayn_probe_gate_share_counts_the_phase_iterations_with_the_weight_on():
