@@ -132,8 +132,8 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     diayn_bootstrap_at_termination: bool = False
     """the DIAYN return bootstraps from the skill's value where an episode terminates (the task done), as where one is
     truncated or a skill ends, so doing the task forfeits no skill reward (as far as that value estimates it; the goal
-    states are rarely seen); off: it stops there, and a skill reward
-    above 0 (q(z|s') > p(z)) pays for every step the task is not done"""
+    states are rarely seen); off: it stops there, and a skill reward above 0 (q(z|s') > p(z)) pays for every step the
+    task is not done"""
     ext_coef: float = 2.0
     """weight of the task advantages (each kind normalised per minibatch; the weights mix as shares of their sum)"""
     uniform_prior_weight: float = 0.5

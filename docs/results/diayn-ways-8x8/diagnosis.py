@@ -12,6 +12,7 @@ where every env has skills: with 8 of 16 envs, 100k steps are 50k in each kind, 
 over the rollouts logged in it, so the split of a window's edges can differ by a rollout.
 """
 
+import math
 import sys
 from pathlib import Path
 
@@ -28,13 +29,13 @@ def readings(rec: dict) -> list[dict]:
     scalars, bins = rec["scalars"], rec["episodes"]
     starts = [p["start"] for p in rec["phases"]]
     ends = [*starts[1:], max(s for s, _ in scalars["losses/entropy"]) + 1]
+    counts = dict(scalars.get("diayn/skill_env_episodes", []))  # step: episodes ended in the envs with skills
+    width = bins["bin"]
     out = []
     for end in ends:
         low = end - WINDOW
-        width = bins["bin"]
-        first, stop = -(-low // width), end // width
+        first, stop = math.ceil(max(low, 0) / width), math.floor(end / width)  # the whole bins, as window_mean cuts
         count, total = sum(bins["count"][first:stop]), sum(bins["return"][first:stop])
-        counts = dict(scalars.get("diayn/skill_env_episodes", []))
         pairs = [(v, counts.get(s, 0)) for s, v in scalars.get("diayn/skill_env_return", []) if low <= s < end]
         skill_count, skill_total = sum(n for _, n in pairs), sum(v * n for v, n in pairs)
         rewards = [v for s, v in scalars.get("diayn/reward_mean", []) if low <= s < end]
