@@ -145,6 +145,9 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     input) and learn the task alone (default: all of them)"""
     skill_steps: int = 32
     """an env also draws a new skill after this many steps of one skill within an episode (0: one skill per episode)"""
+    skill_then_task: bool = False
+    """an episode carries one skill for its first --skill-steps steps, then none (a zero skill input, no DIAYN reward:
+    the task alone) until it ends"""
     skill_warmstart: int = 100_000
     """skills are drawn uniformly before this global step"""
     skill_states: int = 512
@@ -222,6 +225,8 @@ def fill_in_defaults(args: Args) -> None:
         args.skill_envs = args.num_envs
     if args.skill_envs > args.num_envs:
         raise ValueError(f"--skill-envs must be at most --num-envs={args.num_envs}, got {args.skill_envs}")
+    if args.skill_then_task and args.skill_steps == 0:
+        raise ValueError("--skill-then-task needs --skill-steps above 0 (the steps of an episode's skill)")
     if args.skill_interest == "error" and args.state_sampler != "rollouts":
         raise ValueError("--skill-interest error needs --state-sampler rollouts (the rollout's targets)")
     if args.interest_field == "mc_dropout" and args.mc_samples < 2:
@@ -874,7 +879,7 @@ if __name__ == "__main__":
                 skill_age += 1
                 done_now = torch.as_tensor(done, device=device)
                 switch = (skill_age >= args.skill_steps) & ~done_now if args.skill_steps else torch.zeros_like(done_now)
-                switch &= skill_env
+                switch &= next_skill < args.num_skills  # an env without a skill (see --skill-envs) has none to end
                 skill_ends[step] = switch.float()
                 # a truncated episode bootstraps both returns from its final observation; an ended skill its DIAYN
                 # return, and with --diayn-bootstrap-at-termination a terminated episode too (final_values is read
@@ -888,6 +893,9 @@ if __name__ == "__main__":
                         final_values[step, bootstrap] = final_value.flatten()
                         final_diayn_values[step, bootstrap] = final_diayn_value.flatten()
                 redraw = (done_now & skill_env) | switch  # a new skill for each episode and skill that ended
+                if args.skill_then_task:  # the episode's skill is over: the task alone until the episode ends
+                    next_skill[switch] = args.num_skills
+                    redraw = done_now & skill_env
                 if redraw.any():
                     new = torch.multinomial(skill_probs, int(redraw.sum()), replacement=True)
                     next_skill[redraw] = new.to(device)
@@ -944,9 +952,11 @@ if __name__ == "__main__":
                 eval_poi = poi_values(model, heldout["obs"], heldout["actions"], args.mc_samples, eval_generator)
                 writer.add_scalar("poi/eval_mean", eval_poi[heldout["inverse"]].mean().item(), global_step)
 
-            # DIAYN LOGIC: reward from the discriminator as it was during the rollout, then its update; the steps of
-            # the envs with skills only
+            # DIAYN LOGIC: reward from the discriminator as it was during the rollout, then its update; the steps
+            # with a skill only (with --skill-then-task a rollout can have none: then the discriminator, the VAE and
+            # the skills' weights stay as they are)
             b_skill_rows = skills.reshape(-1) < args.num_skills
+            with_skills = bool(b_skill_rows.any())
             flat_skills = skills.reshape(-1)[b_skill_rows]
             flat_next_obs = next_observations.reshape(-1, obs_dim)[b_skill_rows]
             flat_next_cells = next_cells.reshape(-1, 2)[b_skill_rows]
@@ -954,37 +964,39 @@ if __name__ == "__main__":
             diayn_reward = torch.zeros(args.batch_size, device=device)
             diayn_reward[b_skill_rows] = diayn_rewards(disc, seen, flat_skills, args.num_skills)
             diayn_reward = diayn_reward.reshape(args.num_steps, args.num_envs)
-            disc_loss, disc_correct = train_discriminator(
-                disc, disc_optimizer, seen, flat_skills, args.model_batch_size
-            )
+            if with_skills:
+                disc_loss, disc_correct = train_discriminator(
+                    disc, disc_optimizer, seen, flat_skills, args.model_batch_size
+                )
             if grid_size:  # where each skill goes: a map per skill, logged with the evaluation
                 x, y = flat_next_cells.cpu().unbind(-1)
                 visits.index_put_((flat_skills.cpu(), y, x), torch.ones(len(x)), accumulate=True)
                 if iteration % args.eval_every == 0 or iteration == args.num_iterations:
                     writer.add_image("skills/visitation", visitation_image(visits), global_step)
                     visits.zero_()
-            if args.state_sampler == "vae":
+            if args.state_sampler == "vae" and with_skills:
                 vae_loss = train_vae(vae, vae_optimizer, obs.reshape(-1, obs_dim)[b_skill_rows], args.model_batch_size)
 
             # SKILL LOGIC: weigh the skills by the interest of sampled states, each with the skill that goes there
-            if args.state_sampler == "vae":
-                states = vae.sample(args.skill_states)
-                with torch.no_grad():
-                    labels = disc(disc_inputs(states, None, args.disc_input, grid_size)).argmax(-1)
-            else:
-                skill_rows = torch.nonzero(b_skill_rows).flatten()  # steps of the envs with skills
-                rows = skill_rows[torch.randint(len(skill_rows), (args.skill_states,))]
-                states, labels = obs.reshape(-1, obs_dim)[rows], skills.reshape(-1)[rows]
-            if args.skill_interest == "error":
-                poi = rollout_error[rows]
-            else:
-                random_actions = torch.randint(num_actions, (args.skill_states,), device=device)
-                poi = poi_values(model, states, random_actions, args.mc_samples)
-            guided_probs, skill_poi = skill_distribution(
-                labels.cpu(), poi.cpu(), args.num_skills, args.uniform_prior_weight, args.skill_temperature
-            )
-            uniform = torch.full((args.num_skills,), 1.0 / args.num_skills)
-            skill_probs = uniform if global_step < args.skill_warmstart else guided_probs
+            if with_skills:
+                if args.state_sampler == "vae":
+                    states = vae.sample(args.skill_states)
+                    with torch.no_grad():
+                        labels = disc(disc_inputs(states, None, args.disc_input, grid_size)).argmax(-1)
+                else:
+                    skill_rows = torch.nonzero(b_skill_rows).flatten()  # steps with a skill
+                    rows = skill_rows[torch.randint(len(skill_rows), (args.skill_states,))]
+                    states, labels = obs.reshape(-1, obs_dim)[rows], skills.reshape(-1)[rows]
+                if args.skill_interest == "error":
+                    poi = rollout_error[rows]
+                else:
+                    random_actions = torch.randint(num_actions, (args.skill_states,), device=device)
+                    poi = poi_values(model, states, random_actions, args.mc_samples)
+                guided_probs, skill_poi = skill_distribution(
+                    labels.cpu(), poi.cpu(), args.num_skills, args.uniform_prior_weight, args.skill_temperature
+                )
+                uniform = torch.full((args.num_skills,), 1.0 / args.num_skills)
+                skill_probs = uniform if global_step < args.skill_warmstart else guided_probs
 
             # bootstrap value if not done
             with torch.no_grad():
@@ -1103,27 +1115,33 @@ if __name__ == "__main__":
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", int(sps), global_step)
             writer.add_scalar("losses/diayn_value_loss", diayn_v_loss.item(), global_step)
-            writer.add_scalar("poi/mean", poi.mean().item(), global_step)
-            writer.add_scalar("poi/max", poi.max().item(), global_step)
-            writer.add_scalar("diayn/reward_mean", diayn_reward.reshape(-1)[b_skill_rows].mean().item(), global_step)
             writer.add_scalar("diayn/weight", diayn_weight, global_step)
+            writer.add_scalar(
+                "diayn/skill_share", b_skill_rows.float().mean().item(), global_step
+            )  # steps with a skill
             writer.add_scalar("diayn/skill_env_episodes", len(skill_env_returns), global_step)
             if skill_env_returns:
                 writer.add_scalar("diayn/skill_env_return", np.mean(skill_env_returns), global_step)
-            writer.add_scalar("diayn/disc_loss", disc_loss, global_step)
-            writer.add_scalar("diayn/disc_accuracy", disc_correct.float().mean().item(), global_step)
-            fresh_with_skills = fresh.reshape(-1)[b_skill_rows]
-            if fresh_with_skills.any():  # skills the discriminator has never trained on: no episode to recognise
+            if with_skills:  # what the rollout's steps with a skill gave
+                writer.add_scalar("poi/mean", poi.mean().item(), global_step)
+                writer.add_scalar("poi/max", poi.max().item(), global_step)
                 writer.add_scalar(
-                    "diayn/disc_accuracy_fresh", disc_correct[fresh_with_skills].float().mean().item(), global_step
+                    "diayn/reward_mean", diayn_reward.reshape(-1)[b_skill_rows].mean().item(), global_step
                 )
-            if args.state_sampler == "vae":
-                writer.add_scalar("diayn/vae_loss", vae_loss, global_step)
+                writer.add_scalar("diayn/disc_loss", disc_loss, global_step)
+                writer.add_scalar("diayn/disc_accuracy", disc_correct.float().mean().item(), global_step)
+                fresh_with_skills = fresh.reshape(-1)[b_skill_rows]
+                if fresh_with_skills.any():  # skills the discriminator has never trained on: no episode to recognise
+                    accuracy = disc_correct[fresh_with_skills].float().mean().item()
+                    writer.add_scalar("diayn/disc_accuracy_fresh", accuracy, global_step)
+                if args.state_sampler == "vae":
+                    writer.add_scalar("diayn/vae_loss", vae_loss, global_step)
+                for k in range(args.num_skills):
+                    writer.add_scalar(f"poi/skill_{k}", skill_poi[k].item(), global_step)
             starts = skill_starts / skill_starts.sum().clamp(min=1)
             for k in range(args.num_skills):
                 writer.add_scalar(f"skills/frequency_{k}", starts[k].item(), global_step)
                 writer.add_scalar(f"skills/prob_{k}", skill_probs[k].item(), global_step)
-                writer.add_scalar(f"poi/skill_{k}", skill_poi[k].item(), global_step)
             mean_return = np.mean(iteration_returns) if iteration_returns else float("nan")
             say(progress_line(global_step, args.total_timesteps, sps, mean_return, model_train_loss))
             run.end_iteration(iteration, global_step, stateful, loop_state)  # the checkpoint when due; a stop if asked

@@ -260,6 +260,7 @@ DIAYN_METRICS = {
     "diayn/disc_loss",
     "diayn/disc_accuracy",
     "diayn/reward_mean",
+    "diayn/skill_share",
     "skills/frequency_0",
     "skills/prob_4",
     "poi/skill_4",
@@ -333,6 +334,7 @@ def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script, f
         ("algos/ppo_poi_diayn.py", ["--disc-input", "xy"], False),  # the VAE's samples have no cell
         ("algos/ppo_poi_diayn.py", ["--skill-interest", "error"], False),  # nor targets
         ("algos/ppo_poi_diayn.py", ["--skill-envs", "17"], False),  # of 16 envs
+        ("algos/ppo_poi_diayn.py", ["--skill-then-task", "--skill-steps", "0"], False),  # no steps to carry a skill
         ("algos/ppo_poi_emb.py", ["--emb-size", "0"], True),
         ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "1"], False),
     ],
@@ -441,6 +443,31 @@ def test_the_diayn_return_bootstraps_at_a_termination_only_with_its_flag(tmp_pat
         assert weightless[0][tag][:untruncated] == weightless[1][tag][:untruncated]
     assert weightless[0]["losses/diayn_value_loss"][:first] == weightless[1]["losses/diayn_value_loss"][:first]
     assert weightless[0]["losses/diayn_value_loss"][first] != weightless[1]["losses/diayn_value_loss"][first]
+
+
+@pytest.mark.parametrize("then_task", [False, True])
+def test_with_skill_then_task_an_episode_carries_its_skill_for_its_first_steps_only(tmp_path, then_task):
+    """--skill-then-task: an episode's first --skill-steps steps carry a skill, the rest none. One env, so its
+    episodes follow one another and the logged episode lengths place every step in its episode: a plain loop over
+    them gives each rollout's share of steps with a skill, which the run logs as diayn/skill_share (without the flag:
+    every step has a skill, a new one each --skill-steps steps)."""
+    skill_steps, num_steps = 12, 32
+    flags = ["--env", "MiniGrid-Empty-5x5-v0", "--num-envs", "1", "--num-steps", str(num_steps)]
+    flags += ["--num-minibatches", "2", "--eval-steps", "64", "--total-timesteps", "1024", *DIAYN]
+    flags += ["--skill-steps", str(skill_steps)] + (["--skill-then-task"] if then_task else [])
+    run(tmp_path, *flags, script="algos/ppo_poi_diayn.py")
+    scalars = read_scalars(only_run_dir(tmp_path))
+    lengths = [int(v) for _, v in scalars["charts/episodic_length"]]
+    assert len(lengths) >= 3 and max(lengths) > skill_steps  # episodes that go on past their skill, and resets
+    position, with_skill = 0, []  # each step's place in its episode (the last one runs on past the logged ones)
+    episode_ends = np.cumsum(lengths)
+    for step in range(1024):
+        with_skill.append(position < skill_steps or not then_task)
+        position = 0 if step + 1 in episode_ends else position + 1
+    expected = np.mean(np.reshape(with_skill, (-1, num_steps)), axis=1)
+    logged = [v for _, v in scalars["diayn/skill_share"]]
+    assert np.allclose(logged, expected, atol=1e-6)
+    assert (min(logged) < 1.0) == then_task
 
 
 def test_envs_without_skills_see_no_skill_and_follow_the_task_advantage_alone():
