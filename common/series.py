@@ -43,7 +43,8 @@ SERIES_TAGS = (
     "diayn/weight",  # and the DIAYN reward's weight in the update (0 while --diayn-after-return holds it back)
     "diayn/skill_env_return",  # and the mean return of a rollout's episodes in the envs with skills,
     "diayn/skill_env_episodes",  # and how many ended there,
-    "diayn/reward_mean",  # and the skill reward per step
+    "diayn/reward_mean",  # and the skill reward per step,
+    "diayn/skill_share",  # and the share of the rollout's steps with a skill (--skill-then-task)
 )
 SERIES_PREFIXES = ("skills/prob_",)  # and every tag that starts so: the DIAYN file's skill distribution
 ROUNDED = (  # kept to 4 significant digits
@@ -54,6 +55,7 @@ ROUNDED = (  # kept to 4 significant digits
     "diayn/skill_env_return",
     "diayn/skill_env_episodes",
     "diayn/reward_mean",
+    "diayn/skill_share",
 )
 BIN = 2000  # global steps per bin of episodes: a window is cut to the whole bins inside it (window_mean)
 LAST_EPISODES, SOLVED = 100, 0.8

@@ -285,6 +285,7 @@ def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
     assert {"external_model/rollout_changed_share", "diayn/disc_accuracy_fresh", "diayn/weight"} <= set(SERIES_TAGS)
     assert {"diayn/skill_env_return", "diayn/skill_env_episodes"} <= set(SERIES_TAGS)  # the DIAYN probe's task
     assert "diayn/reward_mean" in SERIES_TAGS  # the termination probe's diagnosis
+    assert "diayn/skill_share" in SERIES_TAGS  # the then-task probe's
 
 
 def load_behaviour():
@@ -916,6 +917,37 @@ def test_the_termination_probe_applies_the_first_probe_s_rules_to_its_own_ways()
     spec.loader.exec_module(beside)
     readings = beside.readings()
     assert readings.WAYS == (b0, b1, resolve_algo(f"{algo} --diayn-coef 0")[0]) and readings.HERE == termination.HERE
+
+
+def test_the_then_task_probe_applies_the_first_probe_s_rules_to_its_own_ways():
+    """The then-task probe's choose.py: the first probe's decision over its two ways (T0 first in the ties), the rule
+    pinned as the termination probe pins it; beside.py's share of steps with a skill over a phase's last 100k steps."""
+    folder = ROOT / "docs/results/diayn-then-task-8x8"
+    spec = importlib.util.spec_from_file_location("then_task", folder / "choose.py")
+    then_task = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(then_task)
+    choose = then_task.rules()
+    t0, t1 = then_task.WAYS
+    from common.sweep import resolve_algo  # the labels the plan's sweep command gives its ways
+
+    algo = "algos/ppo_poi_diayn.py --skill-then-task"
+    assert (t0, t1) == (resolve_algo(algo)[0], resolve_algo(f"{algo} --diayn-coef 0.25")[0])
+    assert choose.WAYS == (t0, t1) and choose.SEEDS == (571, 572, 573) and choose.HERE == folder
+    assert choose.decide({t0: (1, 1, 0.5), t1: (2, 2, 0.3)}, {t0: 1, t1: 2}).startswith(f"chosen: {t1} (passes in 2")
+    assert choose.decide({t0: (2, 2, 0.3), t1: (2, 2, 0.3)}, {t0: 2, t1: 2}).startswith(f"chosen: {t0} (passes in 2")
+    assert "no skill study" in choose.decide({t0: (0, 1, 0.3), t1: (0, 0, 0.3)}, {t0: 1, t1: 0})
+    first = (ROOT / "docs/results/diayn-ways-8x8/choose.py").read_bytes()
+    assert (
+        hashlib.sha256(first).hexdigest().startswith("b7080116e96fc6ef6e48978e92e3ca3bf7b1bc5e3fef30a481855cfc6e721ec8")
+    )
+    spec = importlib.util.spec_from_file_location("then_task_beside", folder / "beside.py")
+    beside = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(beside)
+    readings = beside.readings()
+    assert readings.WAYS == (t0, t1) and readings.SEEDS == (571, 572, 573) and readings.HERE == folder
+    points = [(50_000, 1.0), (100_000, 0.5), (150_000, 0.3), (199_999, 0.1), (200_000, 0.9)]
+    assert beside.window_share(points, 200_000) == pytest.approx(0.3)  # 100k, 150k and 199,999: [100k, 200k)
+    assert np.isnan(beside.window_share(points, 40_000))
 
 
 def test_the_diayn_probe_gate_share_counts_the_phase_iterations_with_the_weight_on():

@@ -1,0 +1,62 @@
+"""The then-task probe's readings beside the choice (PLAN.md), from the committed series and results alone: the
+first probe's `beside.py` on this folder, its two ways and seeds, then per run the share of steps with a skill
+(`diayn/skill_share`, the mean of its rollouts in each phase's last 100k steps, before / after the change).
+
+    python docs/results/diayn-then-task-8x8/beside.py
+"""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
+from common.series import read  # noqa: E402
+
+WINDOW = 100_000
+
+
+def load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def readings():
+    """The first probe's beside.py, reading this probe's folder, ways and seeds (from choose.py here)."""
+    choose = load("then_task_choose", HERE / "choose.py")
+    module = load("first_probe_beside", HERE.parent / "diayn-ways-8x8" / "beside.py")
+    module.HERE, module.WAYS, module.SEEDS = HERE, choose.WAYS, choose.SEEDS
+    return module
+
+
+def window_share(points: list, end: float) -> float:
+    """The mean of the rollouts' shares logged in [end - 100k, end); nan when none was."""
+    shares = [v for s, v in points if end - WINDOW <= s < end]
+    return float(np.mean(shares)) if shares else float("nan")
+
+
+def main() -> None:
+    module = readings()
+    module.main()
+    results = {r["run"]: r for r in json.loads((HERE / "results.json").read_text())["runs"]}
+    records = {(rec["method"], rec["seed"]): rec for rec in read(HERE / "series.jsonl.gz") if rec["finished"]}
+    print("\n| way | seed | share of steps with a skill, last 100k |")
+    print("|-|-|-|")
+    for way in module.WAYS:
+        for seed in module.SEEDS:
+            rec = records.get((way, seed))
+            if rec is None or rec["run"] not in results:
+                print(f"| {way} | {seed} | missing |")
+                continue
+            ends = [p["start"] + p["length"] for p in results[rec["run"]]["phases"]]
+            shares = rec["scalars"].get("diayn/skill_share", [])
+            print(f"| {way} | {seed} | {' / '.join(f'{window_share(shares, end):.3f}' for end in ends)} |")
+
+
+if __name__ == "__main__":
+    main()
