@@ -1150,4 +1150,5 @@ if __name__ == "__main__":
             meta = dict(env=args.env, observation="one_hot_view", noise="gumbel", noise_size=num_actions)
             meta["correct_key_color"] = phase_colors[-1] if phase_colors else None
             meta["condition"] = dict(kind="one_hot", probs=skill_probs.tolist(), scale=skill_scale)
+            meta["condition"].update(steps=args.skill_steps, then_task=args.skill_then_task)  # when a skill ends
             run.save_models(agent, obs_dim, meta, agent=agent, external_model=model, discriminator=disc)

@@ -13,8 +13,9 @@ A run saved with `--save-model` holds `policy.pt2`, its policy exported with tor
   or `normal` (continuous: mean + std * noise, squashed where the agent squashes); zeros with
   `--deterministic` (the likeliest action, or the mean);
 - `condition`: what the policy is conditioned on besides the observation, drawn per episode:
-  a one-hot skill (`probs`, the skill distribution at the end of training; times `scale`) or a random unit
-  embedding (`size`); absent for the other files;
+  a one-hot skill (`probs`, the skill distribution at the end of training; times `scale`; with `steps`, a new one
+  after that many steps of one within an episode, or with `then_task` none, a zero input, from then on) or a random
+  unit embedding (`size`); absent for the other files;
 - `correct_key_color`: ColorDoorKey's correct colour for the evaluation (the run's last phase;
   `--key-color` overrides it).
 """
@@ -110,7 +111,7 @@ def evaluate(
     generator = torch.Generator().manual_seed(seed)
     returns, lengths = [], []
     for episode in range(episodes):
-        condition = draw_condition(meta, generator)
+        condition, age = draw_condition(meta, generator), 0
         obs, _ = env.reset(seed=seed + episode)
         done, total, length = False, 0.0, 0
         while not done:
@@ -119,6 +120,7 @@ def evaluate(
                 action = policy(torch.as_tensor(transform(obs))[None], noise, condition)[0].numpy()
             obs, reward, terminated, truncated, _ = env.step(action)
             total, length, done = total + float(reward), length + 1, terminated or truncated
+            condition, age = next_condition(meta, condition, age + 1, generator)
         returns.append(total)
         lengths.append(length)
     env.close()
@@ -149,6 +151,18 @@ def draw_condition(meta: dict, generator: torch.Generator) -> torch.Tensor:
         return condition.get("scale", 1.0) * one_hot
     vector = torch.randn(1, condition["size"], generator=generator)
     return vector / vector.norm()
+
+
+def next_condition(meta: dict, condition: torch.Tensor, age: int, generator: torch.Generator):
+    """The condition for the episode's next step and its age, after `age` steps of `condition`: the same until the
+    condition's `steps` (0 or absent: one per episode), then a new draw, or with `then_task` none (zeros) to the end,
+    as the skill file's training loop does."""
+    spec = meta.get("condition") or {}
+    if not spec.get("steps") or age < spec["steps"]:
+        return condition, age
+    if spec.get("then_task"):
+        return torch.zeros_like(condition), age
+    return draw_condition(meta, generator), 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,6 +63,28 @@ def test_a_skill_conditioned_policy_sees_the_observation_and_the_skill(tmp_path)
             assert torch.equal(policy(row[None], torch.zeros(1, 7), condition), expected)
 
 
+@pytest.mark.parametrize("then_task", [False, True])
+def test_a_skill_ends_in_the_evaluation_where_it_ends_in_training(then_task):
+    """A skill of `steps` 3 is held for 3 steps, then replaced by a new draw (age 0 again), or with `then_task` by a
+    zero input to the episode's end; without `steps` (a file that keeps one per episode) it is never replaced."""
+    from common.evaluate import next_condition
+
+    spec = dict(kind="one_hot", probs=[0.5, 0.5], scale=2.0, steps=3, then_task=then_task)
+    meta, generator = dict(condition=spec), torch.Generator().manual_seed(0)
+    condition, age, seen = draw_condition(meta, generator), 0, []
+    for _ in range(8):
+        seen.append((condition, age))
+        condition, age = next_condition(meta, condition, age + 1, generator)
+    ages = [a for _, a in seen]
+    assert ages == ([0, 1, 2, 3, 4, 5, 6, 7] if then_task else [0, 1, 2, 0, 1, 2, 0, 1])
+    for c, a in seen:
+        assert torch.equal(c, torch.zeros(1, 2)) == (then_task and a >= 3)
+        assert then_task and a >= 3 or c.sum() == 2.0  # a skill: one-hot times the scale
+    fixed = dict(condition=dict(spec, steps=0))
+    assert next_condition(fixed, seen[0][0], 1000, generator) == (seen[0][0], 1000)
+    assert next_condition(dict(), torch.zeros(1, 0), 5, generator)[1] == 5  # no condition at all
+
+
 def test_the_continuous_policies_give_the_mean_without_noise_and_mean_plus_std_noise_with_it(tmp_path):
     import gymnasium as gym
 

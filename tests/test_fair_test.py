@@ -26,6 +26,7 @@ from common import analyze, frontier, series
 from envs import OneHotFlatObs
 from envs.views import key_distance
 from tests import forked
+from tests import forked
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -944,10 +945,46 @@ def test_the_then_task_probe_applies_the_first_probe_s_rules_to_its_own_ways():
     beside = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(beside)
     readings = beside.readings()
-    assert readings.WAYS == (t0, t1) and readings.SEEDS == (571, 572, 573) and readings.HERE == folder
+    ts = resolve_algo(f"{algo} --diayn-coef 0")[0]
+    assert readings.WAYS == (t0, t1, ts) and readings.SEEDS == (571, 572, 573) and readings.HERE == folder
+    run = lambda *phase0: dict(phases=[dict(solved=phase0[0], distinct=phase0[1]), dict(solved=True, distinct=True)])
+    judged = [run(True, True), run(True, False), run(False, True), None]
+    assert beside.first_phase_counts(judged) == (2, 2, 1)
     points = [(50_000, 1.0), (100_000, 0.5), (150_000, 0.3), (199_999, 0.1), (200_000, 0.9)]
     assert beside.window_share(points, 200_000) == pytest.approx(0.3)  # 100k, 150k and 199,999: [100k, 200k)
     assert np.isnan(beside.window_share(points, 40_000))
+
+
+def test_the_skill_maps_average_each_phase_s_last_100k_steps_and_weigh_the_goal_column(tmp_path):
+    """maps.py on a hand-made run: two skills on a 4-wide grid, phase 0 until step 200k; the maps of each phase's last
+    100k steps averaged (an earlier one left out), the goal column (x = 2) weighed per skill, the PNG written."""
+    import matplotlib.image
+
+    spec = importlib.util.spec_from_file_location("maps", ROOT / "docs/results/diayn-then-task-8x8/maps.py")
+    maps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(maps)
+    run = tmp_path / "runs" / "Env__way__571__1796400000"
+    writer = SummaryWriter(str(run))
+    for step in range(50_000, 400_001, 50_000):
+        writer.add_scalar("charts/phase", 0 if step <= 200_000 else 1, step)
+    skill_a, skill_b = torch.zeros(4, 4), torch.zeros(4, 4)
+    skill_a[1, 1], skill_b[3, 2] = 1.0, 1.0  # a stays left; b sits in the goal column
+    early = torch.ones(4, 9)  # before the window: would spread both skills over every column
+    for step, a, b in ((50_000, None, None), (150_000, skill_a, skill_b), (200_000, skill_a, skill_a)):
+        image = early if a is None else torch.cat([a, torch.zeros(4, 1), b], dim=1)
+        writer.add_image("skills/visitation", image.unsqueeze(0), step)
+    writer.add_image("skills/visitation", torch.cat([skill_b, torch.zeros(4, 1), skill_b], 1).unsqueeze(0), 400_000)
+    writer.close()
+    assert maps.phase_ends(maps.read_scalars(run)) == [200_000, 400_000]
+    (_, weights_before, spread_before), (_, weights_after, spread_after) = maps.run_maps(run, width=4)
+    assert weights_before == pytest.approx([0.0, 0.5]) and weights_after == pytest.approx([1.0, 1.0])
+    assert spread_before == [1.0, 2.0] and spread_after == [1.0, 1.0]  # b's mean map: two cells at 0.5
+    assert np.isnan(maps.goal_column_weight(np.zeros((4, 4)))) and np.isnan(maps.spread(np.zeros((4, 4))))
+    done = forked.run([ROOT / "docs/results/diayn-then-task-8x8/maps.py", run, "--out", tmp_path, "--width", "4"], ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "| Env__way__571 | 0.250 (0.500) / 1.000 (1.000) | 1.5 / 1.0 |" in done.stdout
+    png = matplotlib.image.imread(tmp_path / "Env__way__571.png")
+    assert png.shape[:2] == (9 * 12, 9 * 12)  # two phases of 4 rows and a line between; two skills of 4 and a gap
 
 
 def test_the_diayn_probe_gate_share_counts_the_phase_iterations_with_the_weight_on():

@@ -467,7 +467,11 @@ def test_with_skill_then_task_an_episode_carries_its_skill_for_its_first_steps_o
     expected = np.mean(np.reshape(with_skill, (-1, num_steps)), axis=1)
     logged = [v for _, v in scalars["diayn/skill_share"]]
     assert np.allclose(logged, expected, atol=1e-6)
-    assert (min(logged) < 1.0) == then_task
+    assert (min(logged) < 1.0) == then_task and (min(logged) == 0.0) == then_task  # rollouts without a skill too
+    # what the steps with a skill teach is logged for exactly the rollouts that have some, and is finite
+    with_skills = [step for step, share in scalars["diayn/skill_share"] if share > 0]
+    for tag in ("diayn/disc_loss", "diayn/disc_accuracy", "diayn/reward_mean", "diayn/vae_loss", "poi/mean"):
+        assert [step for step, _ in scalars[tag]] == with_skills and np.isfinite([v for _, v in scalars[tag]]).all()
 
 
 def test_envs_without_skills_see_no_skill_and_follow_the_task_advantage_alone():

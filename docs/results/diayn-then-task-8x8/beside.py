@@ -1,6 +1,8 @@
-"""The then-task probe's readings beside the choice (PLAN.md), from the committed series and results alone: the
-first probe's `beside.py` on this folder, its two ways and seeds, then per run the share of steps with a skill
-(`diayn/skill_share`, the mean of its rollouts in each phase's last 100k steps, before / after the change).
+"""The then-task probe's readings beside the choice (PLAN.md with its Amendment 1), from the committed series and
+results alone: the first probe's `beside.py` on this folder, its two ways and the diagnostic arm TS; per run the share
+of steps with a skill (`diayn/skill_share`, the mean of its rollouts in each phase's last 100k steps, before / after
+the change); per way, by the first probe's `judge`, how many runs solve the first phase, how many have distinct skills
+there, and how many both (the count the amendment's reading is judged on).
 
     python docs/results/diayn-then-task-8x8/beside.py
 """
@@ -17,6 +19,7 @@ sys.path.insert(0, str(HERE.parents[2]))
 from common.series import read  # noqa: E402
 
 WINDOW = 100_000
+DIAGNOSTIC = "ppo_poi_diayn-skill-then-task-diayn-coef-0"  # TS: the skill input for the first steps, no DIAYN weight
 
 
 def load(name: str, path: Path):
@@ -27,11 +30,22 @@ def load(name: str, path: Path):
 
 
 def readings():
-    """The first probe's beside.py, reading this probe's folder, ways and seeds (from choose.py here)."""
+    """The first probe's beside.py, reading this probe's folder, ways (and TS) and seeds (from choose.py here)."""
     choose = load("then_task_choose", HERE / "choose.py")
     module = load("first_probe_beside", HERE.parent / "diayn-ways-8x8" / "beside.py")
-    module.HERE, module.WAYS, module.SEEDS = HERE, choose.WAYS, choose.SEEDS
+    module.HERE, module.WAYS, module.SEEDS = HERE, (*choose.WAYS, DIAGNOSTIC), choose.SEEDS
     return module
+
+
+def first_phase_counts(judged: list) -> tuple[int, int, int]:
+    """Of a way's runs (the first probe's `judge` of each, None where missing): how many solve the first phase, how
+    many have distinct skills in it, and how many both."""
+    first = [r["phases"][0] for r in judged if r is not None]
+    return (
+        sum(p["solved"] for p in first),
+        sum(p["distinct"] for p in first),
+        sum(p["solved"] and p["distinct"] for p in first),
+    )
 
 
 def window_share(points: list, end: float) -> float:
@@ -56,6 +70,18 @@ def main() -> None:
             ends = [p["start"] + p["length"] for p in results[rec["run"]]["phases"]]
             shares = rec["scalars"].get("diayn/skill_share", [])
             print(f"| {way} | {seed} | {' / '.join(f'{window_share(shares, end):.3f}' for end in ends)} |")
+    judge = load("then_task_choose", HERE / "choose.py").rules().judge
+    print()
+    for way in module.WAYS:
+        judged = [
+            judge(results[r["run"]], r["scalars"]) if r is not None and r["run"] in results else None
+            for r in (records.get((way, seed)) for seed in module.SEEDS)
+        ]
+        solved, distinct, both = first_phase_counts(judged)
+        print(
+            f"{way}: first phase solved {solved}/3, distinct skills there {distinct}/3, both {both}/3 "
+            f"(of {len(module.SEEDS)} seeds)"
+        )
 
 
 if __name__ == "__main__":
