@@ -1116,9 +1116,8 @@ if __name__ == "__main__":
             writer.add_scalar("charts/SPS", int(sps), global_step)
             writer.add_scalar("losses/diayn_value_loss", diayn_v_loss.item(), global_step)
             writer.add_scalar("diayn/weight", diayn_weight, global_step)
-            writer.add_scalar(
-                "diayn/skill_share", b_skill_rows.float().mean().item(), global_step
-            )  # steps with a skill
+            # the share of the rollout's steps with a skill
+            writer.add_scalar("diayn/skill_share", b_skill_rows.float().mean().item(), global_step)
             writer.add_scalar("diayn/skill_env_episodes", len(skill_env_returns), global_step)
             if skill_env_returns:
                 writer.add_scalar("diayn/skill_env_return", np.mean(skill_env_returns), global_step)

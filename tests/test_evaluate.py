@@ -85,6 +85,38 @@ def test_a_skill_ends_in_the_evaluation_where_it_ends_in_training(then_task):
     assert next_condition(dict(), torch.zeros(1, 0), 5, generator)[1] == 5  # no condition at all
 
 
+def test_a_saved_then_task_agent_is_evaluated_with_its_skill_for_each_episode_s_first_steps_only(tmp_path, monkeypatch):
+    """A --skill-then-task run saved with --save-model records when its skills end, and common.evaluate feeds the
+    policy each episode's skill for its first --skill-steps steps and a zero input after them (a policy that records
+    what it is fed stands in for the exported one)."""
+    from tests.test_smoke import only_run_dir, run
+
+    flags = ["--env", "ColorDoorKey-6x6", "--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2"]
+    flags += ["--eval-steps", "64", "--total-timesteps", "128", "--skill-steps", "5", "--skill-then-task"]
+    run(tmp_path, *flags, "--save-model", script="algos/ppo_poi_diayn.py")
+    run_dir = only_run_dir(tmp_path)
+    spec = json.loads((run_dir / "policy.json").read_text())["condition"]
+    assert spec["steps"] == 5 and spec["then_task"] is True and len(spec["probs"]) == 8
+    fed = []
+
+    class Recorder:  # turns left, so each episode runs to the step limit
+        def module(self):
+            return self
+
+        def __call__(self, obs, noise, condition):
+            fed.append(condition.clone())
+            return torch.zeros(1, dtype=torch.long)
+
+    monkeypatch.setattr(torch.export, "load", lambda path: Recorder())
+    lengths = evaluate(run_dir, episodes=2)["lengths"]
+    assert sum(lengths) == len(fed) and min(lengths) > 5
+    for start, length in zip((0, lengths[0]), lengths):
+        episode = fed[start : start + length]
+        assert all(torch.allclose(c.sum(), torch.tensor(spec["scale"])) for c in episode[:5])  # one skill, scaled
+        assert all(torch.equal(c, episode[0]) for c in episode[:5])
+        assert all(torch.equal(c, torch.zeros_like(c)) for c in episode[5:])
+
+
 def test_the_continuous_policies_give_the_mean_without_noise_and_mean_plus_std_noise_with_it(tmp_path):
     import gymnasium as gym
 

@@ -26,7 +26,6 @@ from common import analyze, frontier, series
 from envs import OneHotFlatObs
 from envs.views import key_distance
 from tests import forked
-from tests import forked
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -956,11 +955,14 @@ def test_the_then_task_probe_applies_the_first_probe_s_rules_to_its_own_ways():
 
 
 def test_the_skill_maps_average_each_phase_s_last_100k_steps_and_weigh_the_goal_column(tmp_path):
-    """maps.py on a hand-made run: two skills on a 4-wide grid, phase 0 until step 200k; the maps of each phase's last
-    100k steps averaged (an earlier one left out), the goal column (x = 2) weighed per skill, the PNG written."""
+    """maps.py on a hand-made run: two skills on a 4-wide grid, phase 1 from step 250k, so the phases end at 250k and
+    after the last step (as common.analyze cuts them); the maps of each phase's last 100k steps, [end - 100k, end),
+    averaged (one just before that window left out), the goal column (x = 2) weighed per skill, the PNG written; bad
+    input gets one line."""
     import matplotlib.image
 
-    spec = importlib.util.spec_from_file_location("maps", ROOT / "docs/results/diayn-then-task-8x8/maps.py")
+    script = ROOT / "docs/results/diayn-then-task-8x8/maps.py"
+    spec = importlib.util.spec_from_file_location("maps", script)
     maps = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(maps)
     run = tmp_path / "runs" / "Env__way__571__1796400000"
@@ -970,21 +972,31 @@ def test_the_skill_maps_average_each_phase_s_last_100k_steps_and_weigh_the_goal_
     skill_a, skill_b = torch.zeros(4, 4), torch.zeros(4, 4)
     skill_a[1, 1], skill_b[3, 2] = 1.0, 1.0  # a stays left; b sits in the goal column
     early = torch.ones(4, 9)  # before the window: would spread both skills over every column
-    for step, a, b in ((50_000, None, None), (150_000, skill_a, skill_b), (200_000, skill_a, skill_a)):
+    for step, a, b in ((149_999, None, None), (150_000, skill_a, skill_b), (249_999, skill_a, skill_a)):
         image = early if a is None else torch.cat([a, torch.zeros(4, 1), b], dim=1)
         writer.add_image("skills/visitation", image.unsqueeze(0), step)
-    writer.add_image("skills/visitation", torch.cat([skill_b, torch.zeros(4, 1), skill_b], 1).unsqueeze(0), 400_000)
+    for step in (300_000, 300_001):  # the second phase's window is [300,001, 400,001)
+        image = early if step == 300_000 else torch.cat([skill_b, torch.zeros(4, 1), skill_b], 1)
+        writer.add_image("skills/visitation", image.unsqueeze(0), step)
     writer.close()
-    assert maps.phase_ends(maps.read_scalars(run)) == [200_000, 400_000]
-    (_, weights_before, spread_before), (_, weights_after, spread_after) = maps.run_maps(run, width=4)
+    assert maps.phase_ends(maps.read_scalars(run)) == [250_000, 400_001]
+    (_, weights_before, spread_before), (_, weights_after, spread_after) = maps.run_maps(run)
     assert weights_before == pytest.approx([0.0, 0.5]) and weights_after == pytest.approx([1.0, 1.0])
     assert spread_before == [1.0, 2.0] and spread_after == [1.0, 1.0]  # b's mean map: two cells at 0.5
     assert np.isnan(maps.goal_column_weight(np.zeros((4, 4)))) and np.isnan(maps.spread(np.zeros((4, 4))))
-    done = forked.run([ROOT / "docs/results/diayn-then-task-8x8/maps.py", run, "--out", tmp_path, "--width", "4"], ROOT)
+    done = forked.run([script, run, "--out", tmp_path], ROOT)
     assert done.returncode == 0, done.stderr
     assert "| Env__way__571 | 0.250 (0.500) / 1.000 (1.000) | 1.5 / 1.0 |" in done.stdout
     png = matplotlib.image.imread(tmp_path / "Env__way__571.png")
     assert png.shape[:2] == (9 * 12, 9 * 12)  # two phases of 4 rows and a line between; two skills of 4 and a gap
+    with pytest.raises(ValueError, match="not square maps"):
+        maps.panels(np.zeros((4, 10)))
+    empty = tmp_path / "runs" / "Env__empty__571__1796400000"
+    SummaryWriter(str(empty)).close()
+    for folder, message in ((tmp_path / "nope", "no run folder"), (empty, "no charts/phase logged")):
+        proc = forked.run([script, run, folder, "--out", tmp_path], ROOT)
+        assert proc.returncode == 1 and proc.stderr.startswith("error: ") and message in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_the_diayn_probe_gate_share_counts_the_phase_iterations_with_the_weight_on():

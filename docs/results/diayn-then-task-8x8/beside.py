@@ -70,7 +70,7 @@ def main() -> None:
             ends = [p["start"] + p["length"] for p in results[rec["run"]]["phases"]]
             shares = rec["scalars"].get("diayn/skill_share", [])
             print(f"| {way} | {seed} | {' / '.join(f'{window_share(shares, end):.3f}' for end in ends)} |")
-    judge = load("then_task_choose", HERE / "choose.py").rules().judge
+    judge = load("then_task_choose_rules", HERE / "choose.py").rules().judge
     print()
     for way in module.WAYS:
         judged = [
@@ -78,10 +78,8 @@ def main() -> None:
             for r in (records.get((way, seed)) for seed in module.SEEDS)
         ]
         solved, distinct, both = first_phase_counts(judged)
-        print(
-            f"{way}: first phase solved {solved}/3, distinct skills there {distinct}/3, both {both}/3 "
-            f"(of {len(module.SEEDS)} seeds)"
-        )
+        n = len(module.SEEDS)
+        print(f"{way}: first phase solved {solved}/{n}, distinct skills there {distinct}/{n}, both {both}/{n}")
 
 
 if __name__ == "__main__":

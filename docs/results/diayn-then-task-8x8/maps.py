@@ -1,13 +1,16 @@
 """Where the skills go: each run's `skills/visitation` maps (ppo_poi_diayn.py) averaged over each phase's last 100k
-steps, written as one PNG per run (the phases one above the other, the skills side by side), and per run and phase the
-weight of the goal's column in each skill's map (median and largest over the skills). A reading from the run folders,
-which are not committed; the PNGs and the table are.
+steps, written as one PNG per run (the phases one above the other, the skills side by side), and per run and phase
+each skill's weight in the goal's column and its spread (the median and largest over the skills, the median). A
+reading from the run folders, which are not committed; the PNGs and the table are.
 
     python docs/results/diayn-then-task-8x8/maps.py RUN_DIR [RUN_DIR ...] --out FOLDER
 
-The goal's column is x = width - 2: on ColorDoorKey the goal is in the bottom-right corner inside the outer wall, and
-the splitting wall is drawn left of it in every layout, so a step there is beyond the door. Each logged map is scaled
-to its skill's busiest cell (`visitation_image`), so the weight is of the averaged scaled maps, not a share of visits.
+A phase's last 100k steps are [end - 100k, end), its end as `common.analyze` cuts it (the next phase's first logged
+step; after the run's last). The goal's column is x = width - 2: on ColorDoorKey the goal is in the bottom-right
+corner inside the outer wall, and the splitting wall is drawn left of it in every layout, so a step there is beyond the
+door. A skill's spread is the number of cells with at least a tenth of its busiest cell's weight. Each logged map is
+scaled to its skill's busiest cell (`visitation_image`), so these are readings of the averaged scaled maps, not
+shares of visits. The grids are square: a map's width is its height.
 """
 
 import argparse
@@ -17,23 +20,27 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from common.learning_summary import phase_starts  # noqa: E402
 from common.tb import mean_image, read_scalars  # noqa: E402
 
 TAG, WINDOW = "skills/visitation", 100_000
 
 
 def phase_ends(scalars: dict) -> list[int]:
-    """The last step of each phase (charts/phase), the run's last logged step for the last phase."""
-    points = scalars["charts/phase"]
-    ends = [step for (step, phase), (_, following) in zip(points, points[1:]) if following != phase]
-    return [*ends, points[-1][0]]
+    """Each phase's end as common.analyze cuts it: the next phase's first logged step, after the run's last step."""
+    if not scalars.get("charts/phase"):
+        raise ValueError("no charts/phase logged")
+    last = max(step for series in scalars.values() for step, _ in series)
+    return [*phase_starts(scalars)[1:], last + 1]
 
 
-def panels(image: np.ndarray, width: int) -> list[np.ndarray]:
-    """The skills' maps (height x width each) of a `visitation_image`: side by side, one empty column between."""
+def panels(image: np.ndarray) -> list[np.ndarray]:
+    """The skills' square maps of a `visitation_image`: side by side, one empty column between."""
     grey = image[..., 0] if image.ndim == 3 else image
-    count = (grey.shape[1] + 1) // (width + 1)
-    return [grey[:, k * (width + 1) : k * (width + 1) + width] for k in range(count)]
+    width = grey.shape[0]
+    if (grey.shape[1] + 1) % (width + 1):
+        raise ValueError(f"a {grey.shape[0]} x {grey.shape[1]} image is not square maps side by side")
+    return [grey[:, k * (width + 1) : k * (width + 1) + width] for k in range((grey.shape[1] + 1) // (width + 1))]
 
 
 def spread(panel: np.ndarray) -> float:
@@ -47,12 +54,12 @@ def goal_column_weight(panel: np.ndarray) -> float:
     return float(panel[:, -2].sum() / total) if total > 0 else float("nan")
 
 
-def run_maps(run_dir: Path, width: int) -> list[tuple[np.ndarray, list[float]]]:
-    """Per phase: the mean map over its last 100k steps, each skill's goal-column weight and its spread."""
+def run_maps(run_dir: Path) -> list[tuple[np.ndarray, list[float], list[float]]]:
+    """Per phase: the mean map over its last 100k steps, each skill's goal-column weight and each skill's spread."""
     maps = []
     for end in phase_ends(read_scalars(run_dir)):
-        image, _ = mean_image(run_dir, TAG, end - WINDOW + 1, end + 1)
-        skills = panels(image, width)
+        image, _ = mean_image(run_dir, TAG, end - WINDOW, end)
+        skills = panels(image)
         maps.append((image, [goal_column_weight(p) for p in skills], [spread(p) for p in skills]))
     return maps
 
@@ -61,8 +68,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, required=True, help="the folder the PNGs go to")
-    parser.add_argument("--width", type=int, default=8, help="the grid's width (ColorDoorKey-8x8 and its band: 8)")
     args = parser.parse_args()
+    for run_dir in args.runs:
+        if not run_dir.is_dir():
+            sys.exit(f"error: no run folder {run_dir}")
     import matplotlib.image
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -72,7 +81,10 @@ def main() -> None:
     )
     print("|-|-|-|")
     for run_dir in args.runs:
-        maps = run_maps(run_dir, args.width)
+        try:
+            maps = run_maps(run_dir)
+        except ValueError as error:
+            sys.exit(f"error: {run_dir}: {error}")
         gap = np.ones((1, maps[0][0].shape[1]))  # a white line between the phases
         rows = [m[..., 0] if m.ndim == 3 else m for m, _, _ in maps]
         stacked = np.concatenate([r for row in rows for r in (row, gap)][:-1])
