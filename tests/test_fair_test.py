@@ -288,11 +288,16 @@ def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
     assert "diayn/skill_share" in SERIES_TAGS  # the then-task probe's
 
 
-def load_behaviour():
-    spec = importlib.util.spec_from_file_location("behaviour", ROOT / "docs/results/fair-test-8x8-entropy/behaviour.py")
+def load_script(name: str, path):
+    """A study's script loaded by its path as module `name` (two folders hold a choose.py)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_behaviour():
+    return load_script("behaviour", ROOT / "docs/results/fair-test-8x8-entropy/behaviour.py")
 
 
 class Scripted:
@@ -312,9 +317,7 @@ class SeededAgent:
     a batch of 7 rows and one of 7 x 12 give the same probabilities to the last bits that matter."""
 
     def __init__(self):
-        spec = importlib.util.spec_from_file_location("ppo_for_behaviour", ROOT / "algos/ppo.py")
-        ppo = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(ppo)
+        ppo = load_script("ppo_for_behaviour", ROOT / "algos/ppo.py")
         torch.manual_seed(11)
         self.agent = ppo.Agent(980, 7)
         ppo.layer_init(self.agent.actor[-1], std=1.0)
@@ -470,11 +473,7 @@ def test_the_behaviour_script_reads_a_checkpoint_left_by_a_stopped_run(tmp_path)
 
 
 def test_the_milestone_copies_are_the_last_checkpoint_at_or_before_each_milestone(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "copy_milestones", ROOT / "docs/results/fair-test-8x8-entropy/copy_milestones.py"
-    )
-    copier = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(copier)
+    copier = load_script("copy_milestones", ROOT / "docs/results/fair-test-8x8-entropy/copy_milestones.py")
     run = tmp_path / "runs" / "ColorDoorKey-8x8__ppo__5__1796398036"
     run.mkdir(parents=True)
     out, seen, last = tmp_path / "copies", {}, {}
@@ -655,9 +654,7 @@ def test_a_continuation_goes_on_as_the_run_did_unless_reseeded_or_changed(tmp_pa
     copy = tmp_path / "copy.pt"
     copy.write_bytes(checkpoint.read_bytes())
     script = ROOT / "docs/results/ppo-task-loss-8x8/continue_run.py"
-    spec = importlib.util.spec_from_file_location("continue_run", script)
-    continue_run = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(continue_run)
+    continue_run = load_script("continue_run", script)
     step = int(continue_run.read_header(copy)["values"]["global_step"])  # without ppo.py's classes
     assert 0 < step < 3072
 
@@ -781,9 +778,7 @@ def test_a_continuation_goes_on_as_the_run_did_unless_reseeded_or_changed(tmp_pa
 def test_the_follow_up_verdict_applies_the_plan_s_gates_and_outcomes(tmp_path):
     """verdict.py on hand-made analyses, one per outcome of the plan (the gates counted by hand), and on a real
     analysis of the 8x8 study's committed series (the ratio its page publishes, 0.58)."""
-    spec = importlib.util.spec_from_file_location("verdict", ROOT / "docs/results/fair-test-8x8-entropy/verdict.py")
-    verdict = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(verdict)
+    verdict = load_script("verdict", ROOT / "docs/results/fair-test-8x8-entropy/verdict.py")
     arms = [*verdict.NON_INTEREST, verdict.I3]
 
     def folder(name, counts, cis, fragile=()):
@@ -854,9 +849,7 @@ def test_the_follow_up_verdict_applies_the_plan_s_gates_and_outcomes(tmp_path):
 def test_the_diayn_diagnosis_splits_the_returns_between_envs_with_and_without_skills():
     """diagnosis.py on a hand-made run of two 200k-step phases: per phase's last 100k steps, the episode length,
     the skill reward, and the return of the envs with skills and of the others (all episodes less theirs)."""
-    spec = importlib.util.spec_from_file_location("diagnosis", ROOT / "docs/results/diayn-ways-8x8/diagnosis.py")
-    diagnosis = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(diagnosis)
+    diagnosis = load_script("diagnosis", ROOT / "docs/results/diayn-ways-8x8/diagnosis.py")
     bins = {"bin": 2000, "count": [0] * 200, "return": [0.0] * 200, "length": [0.0] * 200}
     for b in range(50, 100):  # phase 0's last 100k: 4 episodes a bin, return 0.5 each, 100 steps each
         bins["count"][b], bins["return"][b], bins["length"][b] = 4, 2.0, 400.0
@@ -892,9 +885,7 @@ def test_the_diayn_diagnosis_splits_the_returns_between_envs_with_and_without_sk
 
 def test_the_termination_probe_applies_the_first_probe_s_rules_to_its_own_ways():
     """The termination probe's choose.py: the first probe's decision over its two ways (B0 first in the ties)."""
-    spec = importlib.util.spec_from_file_location("termination", ROOT / "docs/results/diayn-termination-8x8/choose.py")
-    termination = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(termination)
+    termination = load_script("termination", ROOT / "docs/results/diayn-termination-8x8/choose.py")
     choose = termination.rules()
     b0, b1 = termination.WAYS
     from common.sweep import resolve_algo  # the labels the plan's sweep commands give its arms
@@ -912,9 +903,7 @@ def test_the_termination_probe_applies_the_first_probe_s_rules_to_its_own_ways()
         hashlib.sha256(first).hexdigest().startswith("b7080116e96fc6ef6e48978e92e3ca3bf7b1bc5e3fef30a481855cfc6e721ec8")
     )
     # beside.py: the first probe's readings on this folder, with the diagnostic arm
-    spec = importlib.util.spec_from_file_location("termination_beside", termination.HERE / "beside.py")
-    beside = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(beside)
+    beside = load_script("termination_beside", termination.HERE / "beside.py")
     readings = beside.readings()
     assert readings.WAYS == (b0, b1, resolve_algo(f"{algo} --diayn-coef 0")[0]) and readings.HERE == termination.HERE
 
@@ -923,9 +912,7 @@ def test_the_then_task_probe_applies_the_first_probe_s_rules_to_its_own_ways():
     """The then-task probe's choose.py: the first probe's decision over its two ways (T0 first in the ties), the rule
     pinned as the termination probe pins it; beside.py's share of steps with a skill over a phase's last 100k steps."""
     folder = ROOT / "docs/results/diayn-then-task-8x8"
-    spec = importlib.util.spec_from_file_location("then_task", folder / "choose.py")
-    then_task = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(then_task)
+    then_task = load_script("then_task", folder / "choose.py")
     choose = then_task.rules()
     t0, t1 = then_task.WAYS
     from common.sweep import resolve_algo  # the labels the plan's sweep command gives its ways
@@ -940,9 +927,7 @@ def test_the_then_task_probe_applies_the_first_probe_s_rules_to_its_own_ways():
     assert (
         hashlib.sha256(first).hexdigest().startswith("b7080116e96fc6ef6e48978e92e3ca3bf7b1bc5e3fef30a481855cfc6e721ec8")
     )
-    spec = importlib.util.spec_from_file_location("then_task_beside", folder / "beside.py")
-    beside = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(beside)
+    beside = load_script("then_task_beside", folder / "beside.py")
     readings = beside.readings()
     ts = resolve_algo(f"{algo} --diayn-coef 0")[0]
     assert readings.WAYS == (t0, t1, ts) and readings.SEEDS == (571, 572, 573) and readings.HERE == folder
@@ -962,9 +947,7 @@ def test_the_skill_maps_average_each_phase_s_last_100k_steps_and_weigh_the_goal_
     import matplotlib.image
 
     script = ROOT / "docs/results/diayn-then-task-8x8/maps.py"
-    spec = importlib.util.spec_from_file_location("maps", script)
-    maps = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(maps)
+    maps = load_script("maps", script)
     run = tmp_path / "runs" / "Env__way__571__1796400000"
     writer = SummaryWriter(str(run))
     for step in range(50_000, 400_001, 50_000):
@@ -1001,9 +984,7 @@ def test_the_skill_maps_average_each_phase_s_last_100k_steps_and_weigh_the_goal_
 
 def test_the_diayn_probe_gate_share_counts_the_phase_iterations_with_the_weight_on():
     """beside.py's open share on a hand-made weight series: within [start, end) only, a weight of 0 closed."""
-    spec = importlib.util.spec_from_file_location("beside", ROOT / "docs/results/diayn-ways-8x8/beside.py")
-    beside = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(beside)
+    beside = load_script("beside", ROOT / "docs/results/diayn-ways-8x8/beside.py")
     points = [(0, 1.0), (10, 0.0), (20, 1.0), (30, 0.0), (40, 1.0)]
     assert beside.open_share(points, 0, 30) == pytest.approx(2 / 3)
     assert beside.open_share(points, 10, 40) == pytest.approx(1 / 3)
@@ -1013,9 +994,7 @@ def test_the_diayn_probe_gate_share_counts_the_phase_iterations_with_the_weight_
 def test_the_diayn_probe_choice_passes_qualifies_and_decides_as_its_plan_says():
     """choose.py's reading of a run (hand-made phases and scalars) and its decision (amendment 1) on hand-made
     counts."""
-    spec = importlib.util.spec_from_file_location("choose", ROOT / "docs/results/diayn-ways-8x8/choose.py")
-    choose = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(choose)
+    choose = load_script("choose", ROOT / "docs/results/diayn-ways-8x8/choose.py")
 
     def run(returns, accuracies, largest=0.125):
         phases = [
@@ -1068,9 +1047,7 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     from common.sweep import resolve_algo
 
     script = ROOT / "docs/results/skills-band-8x8/verdict.py"
-    spec = importlib.util.spec_from_file_location("skills_verdict", script)
-    verdict = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(verdict)
+    verdict = load_script("skills_verdict", script)
     choose, ways = verdict.choose, verdict.choose.WAYS
     assert set(verdict.FLAGS) == set(ways)
     ranks, qualifying = {w: (0, 1, 0.1) for w in ways}, {w: 0 for w in ways}
@@ -1248,9 +1225,7 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
 
 
 def _fm_verdict():
-    spec = importlib.util.spec_from_file_location("fm_verdict", ROOT / "docs/results/fm-fair-6x6/verdict.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("fm_verdict", ROOT / "docs/results/fm-fair-6x6/verdict.py")
     return module
 
 

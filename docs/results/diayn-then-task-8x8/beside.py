@@ -12,13 +12,10 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 from common.series import read  # noqa: E402
 
-WINDOW = 100_000
 DIAGNOSTIC = "ppo_poi_diayn-skill-then-task-diayn-coef-0"  # TS: the skill input for the first steps, no DIAYN weight
 
 
@@ -29,11 +26,15 @@ def load(name: str, path: Path):
     return module
 
 
+CHOOSE = load("then_task_choose", HERE / "choose.py")
+RULES = CHOOSE.rules()  # the first probe's choose.py on this probe's folder: its judge and its window
+window_share = RULES.window_mean  # a rollout series' mean over [end - 100k, end), nan when none was logged
+
+
 def readings():
     """The first probe's beside.py, reading this probe's folder, ways (and TS) and seeds (from choose.py here)."""
-    choose = load("then_task_choose", HERE / "choose.py")
     module = load("first_probe_beside", HERE.parent / "diayn-ways-8x8" / "beside.py")
-    module.HERE, module.WAYS, module.SEEDS = HERE, (*choose.WAYS, DIAGNOSTIC), choose.SEEDS
+    module.HERE, module.WAYS, module.SEEDS = HERE, (*CHOOSE.WAYS, DIAGNOSTIC), CHOOSE.SEEDS
     return module
 
 
@@ -46,12 +47,6 @@ def first_phase_counts(judged: list) -> tuple[int, int, int]:
         sum(p["distinct"] for p in first),
         sum(p["solved"] and p["distinct"] for p in first),
     )
-
-
-def window_share(points: list, end: float) -> float:
-    """The mean of the rollouts' shares logged in [end - 100k, end); nan when none was."""
-    shares = [v for s, v in points if end - WINDOW <= s < end]
-    return float(np.mean(shares)) if shares else float("nan")
 
 
 def main() -> None:
@@ -70,11 +65,10 @@ def main() -> None:
             ends = [p["start"] + p["length"] for p in results[rec["run"]]["phases"]]
             shares = rec["scalars"].get("diayn/skill_share", [])
             print(f"| {way} | {seed} | {' / '.join(f'{window_share(shares, end):.3f}' for end in ends)} |")
-    judge = load("then_task_choose_rules", HERE / "choose.py").rules().judge
     print()
     for way in module.WAYS:
         judged = [
-            judge(results[r["run"]], r["scalars"]) if r is not None and r["run"] in results else None
+            RULES.judge(results[r["run"]], r["scalars"]) if r is not None and r["run"] in results else None
             for r in (records.get((way, seed)) for seed in module.SEEDS)
         ]
         solved, distinct, both = first_phase_counts(judged)
