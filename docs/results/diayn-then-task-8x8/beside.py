@@ -2,7 +2,8 @@
 results alone: the first probe's `beside.py` on this folder, its two ways and the diagnostic arm TS; per run the share
 of steps with a skill (`diayn/skill_share`, the mean of its rollouts in each phase's last 100k steps, before / after
 the change); per way, by the first probe's `judge`, how many runs solve the first phase, how many have distinct skills
-there, and how many both (the count the amendment's reading is judged on).
+there, and how many both (the count the amendment's reading is judged on); and TS's runs as `choose.py` reads a way's
+(`choose.py` does not read TS): whether its skills, with no skill reward, pass the distinct-skills bar for nothing.
 
     python docs/results/diayn-then-task-8x8/beside.py
 """
@@ -65,15 +66,27 @@ def main() -> None:
             ends = [p["start"] + p["length"] for p in results[rec["run"]]["phases"]]
             shares = rec["scalars"].get("diayn/skill_share", [])
             print(f"| {way} | {seed} | {' / '.join(f'{window_share(shares, end):.3f}' for end in ends)} |")
-    print()
-    for way in module.WAYS:
-        judged = [
+    judged = {
+        way: [
             RULES.judge(results[r["run"]], r["scalars"]) if r is not None and r["run"] in results else None
             for r in (records.get((way, seed)) for seed in module.SEEDS)
         ]
-        solved, distinct, both = first_phase_counts(judged)
+        for way in module.WAYS
+    }
+    print()
+    for way in module.WAYS:
+        solved, distinct, both = first_phase_counts(judged[way])
         n = len(module.SEEDS)
         print(f"{way}: first phase solved {solved}/{n}, distinct skills there {distinct}/{n}, both {both}/{n}")
+    print("\n| diagnostic arm | seed | return | fresh accuracy | largest skill probability | distinct skills |")
+    print("|-|-|-|-|-|-|")
+    for seed, run in zip(module.SEEDS, judged[DIAGNOSTIC]):
+        if run is None:
+            print(f"| {DIAGNOSTIC} | {seed} | missing | | | |")
+            continue
+        cells = [" / ".join(f"{p[key]:.3f}" for p in run["phases"]) for key in ("ret", "acc", "largest")]
+        distinct = " / ".join("yes" if p["distinct"] else "no" for p in run["phases"])
+        print(f"| {DIAGNOSTIC} | {seed} | {' | '.join(cells)} | {distinct} |")
 
 
 if __name__ == "__main__":
