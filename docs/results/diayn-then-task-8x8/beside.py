@@ -2,8 +2,9 @@
 results alone: the first probe's `beside.py` on this folder, its two ways and the diagnostic arm TS; per run the share
 of steps with a skill (`diayn/skill_share`, the mean of its rollouts in each phase's last 100k steps, before / after
 the change); per way, by the first probe's `judge`, how many runs solve the first phase, how many have distinct skills
-there, and how many both (the count the amendment's reading is judged on); and TS's runs as `choose.py` reads a way's
-(`choose.py` does not read TS): whether its skills, with no skill reward, pass the distinct-skills bar for nothing.
+there, and how many both (the count the amendment's reading is judged on); and TS's runs by `choose.py`'s readings of
+a way (`choose.py` does not read TS): whether its skills, with no skill reward, pass the distinct-skills bar for
+nothing.
 
     python docs/results/diayn-then-task-8x8/beside.py
 """
@@ -32,10 +33,12 @@ RULES = CHOOSE.rules()  # the first probe's choose.py on this probe's folder: it
 window_share = RULES.window_mean  # a rollout series' mean over [end - 100k, end), nan when none was logged
 
 
-def readings():
-    """The first probe's beside.py, reading this probe's folder, ways (and TS) and seeds (from choose.py here)."""
+def readings(choose=CHOOSE, diagnostic: str | None = DIAGNOSTIC):
+    """The first probe's beside.py, reading a probe's folder, ways (and its diagnostic arm, if any) and seeds (from
+    its `choose` script: this probe's by default; a later probe passes its own)."""
     module = load("first_probe_beside", HERE.parent / "diayn-ways-8x8" / "beside.py")
-    module.HERE, module.WAYS, module.SEEDS = HERE, (*CHOOSE.WAYS, DIAGNOSTIC), CHOOSE.SEEDS
+    module.HERE = Path(choose.__file__).resolve().parent
+    module.WAYS, module.SEEDS = (*choose.WAYS, *([diagnostic] if diagnostic else [])), choose.SEEDS
     return module
 
 
@@ -50,11 +53,12 @@ def first_phase_counts(judged: list) -> tuple[int, int, int]:
     )
 
 
-def main() -> None:
-    module = readings()
+def main(choose=CHOOSE, diagnostic: str | None = DIAGNOSTIC) -> None:
+    module = readings(choose, diagnostic)
     module.main()
-    results = {r["run"]: r for r in json.loads((HERE / "results.json").read_text())["runs"]}
-    records = {(rec["method"], rec["seed"]): rec for rec in read(HERE / "series.jsonl.gz") if rec["finished"]}
+    here, rules = module.HERE, choose.rules()
+    results = {r["run"]: r for r in json.loads((here / "results.json").read_text())["runs"]}
+    records = {(rec["method"], rec["seed"]): rec for rec in read(here / "series.jsonl.gz") if rec["finished"]}
     print("\n| way | seed | share of steps with a skill, last 100k |")
     print("|-|-|-|")
     for way in module.WAYS:
@@ -68,7 +72,7 @@ def main() -> None:
             print(f"| {way} | {seed} | {' / '.join(f'{window_share(shares, end):.3f}' for end in ends)} |")
     judged = {
         way: [
-            RULES.judge(results[r["run"]], r["scalars"]) if r is not None and r["run"] in results else None
+            rules.judge(results[r["run"]], r["scalars"]) if r is not None and r["run"] in results else None
             for r in (records.get((way, seed)) for seed in module.SEEDS)
         ]
         for way in module.WAYS
@@ -78,15 +82,19 @@ def main() -> None:
         solved, distinct, both = first_phase_counts(judged[way])
         n = len(module.SEEDS)
         print(f"{way}: first phase solved {solved}/{n}, distinct skills there {distinct}/{n}, both {both}/{n}")
-    print("\n| diagnostic arm | seed | return | fresh accuracy | largest skill probability | distinct skills |")
+    if not diagnostic:
+        return
+    print(
+        "\n| diagnostic arm | seed | return (all envs) | fresh accuracy | largest skill probability | distinct skills |"
+    )
     print("|-|-|-|-|-|-|")
-    for seed, run in zip(module.SEEDS, judged[DIAGNOSTIC]):
+    for seed, run in zip(module.SEEDS, judged[diagnostic]):
         if run is None:
-            print(f"| {DIAGNOSTIC} | {seed} | missing | | | |")
+            print(f"| {diagnostic} | {seed} | missing | | | |")
             continue
         cells = [" / ".join(f"{p[key]:.3f}" for p in run["phases"]) for key in ("ret", "acc", "largest")]
         distinct = " / ".join("yes" if p["distinct"] else "no" for p in run["phases"])
-        print(f"| {DIAGNOSTIC} | {seed} | {' | '.join(cells)} | {distinct} |")
+        print(f"| {diagnostic} | {seed} | {' | '.join(cells)} | {distinct} |")
 
 
 if __name__ == "__main__":
