@@ -939,6 +939,42 @@ def test_the_then_task_probe_applies_the_first_probe_s_rules_to_its_own_ways():
     assert np.isnan(beside.window_share(points, 40_000))
 
 
+def test_the_stronger_skills_probe_applies_the_first_probe_s_rules_to_the_labels_its_sweep_gives():
+    """The stronger-skills probe's choose.py: its ways are the labels its plan's sweep command gives, its seeds the
+    plan's, the rule the hash-pinned first probe's but for its last tie-break (the fresh accuracy: ties after the counts
+    go to U0); beside.py reads its folder with T0, the plan's reference arm."""
+    folder = ROOT / "docs/results/diayn-stronger-skills-8x8"
+    stronger = load_script("stronger_skills", folder / "choose.py")
+    choose = stronger.rules()
+    u0, u1 = stronger.WAYS
+    from common.sweep import resolve_algo
+
+    algo = "algos/ppo_poi_diayn.py --skill-then-task"
+    assert (u0, u1) == (resolve_algo(f"{algo} --diayn-coef 2")[0], resolve_algo(f"{algo} --skill-steps 64")[0])
+    plan = (folder / "PLAN.md").read_text()
+    assert (
+        '"$T --skill-then-task --diayn-coef 2" "$T --skill-then-task --skill-steps 64" \\\n    "$T --skill-then-task"'
+        in plan
+    )
+    assert "--seeds 581 582 583" in plan and f"--baseline {u0} " in plan
+    assert choose.WAYS == (u0, u1) and choose.SEEDS == (581, 582, 583) and choose.HERE == folder
+    assert choose.decide({u0: (2, 2, 0.3), u1: (2, 2, 0.3)}, {u0: 2, u1: 2}).startswith(f"chosen: {u0} (passes in 2")
+    assert choose.decide({u0: (2, 2, 0.3), u1: (2, 2, 0.6)}, {u0: 2, u1: 2}).startswith(f"chosen: {u0} (passes in 2")
+    assert choose.decide({u0: (1, 2, 0.6), u1: (2, 1, 0.3)}, {u0: 1, u1: 2}).startswith(f"chosen: {u1} (passes in 2")
+    assert "no skill study" in choose.decide({u0: (1, 1, 0.3), u1: (1, 1, 0.6)}, {u0: 1, u1: 1})
+    first_rules = load_script("first_probe_choose_for_ties", ROOT / "docs/results/diayn-ways-8x8/choose.py")
+    first_rules.WAYS = (u0, u1)  # the unchanged rule would give that tie to U1's higher accuracy
+    assert first_rules.decide({u0: (2, 2, 0.3), u1: (2, 2, 0.6)}, {u0: 2, u1: 2}).startswith(f"chosen: {u1}")
+    first = (ROOT / "docs/results/diayn-ways-8x8/choose.py").read_bytes()
+    assert (
+        hashlib.sha256(first).hexdigest().startswith("b7080116e96fc6ef6e48978e92e3ca3bf7b1bc5e3fef30a481855cfc6e721ec8")
+    )
+    beside = load_script("stronger_skills_beside", folder / "beside.py")
+    assert beside.REFERENCE == resolve_algo(algo)[0]
+    readings = beside.THEN_TASK.readings(beside.CHOOSE, diagnostic=beside.REFERENCE)
+    assert readings.WAYS == (u0, u1, beside.REFERENCE) and readings.SEEDS == (581, 582, 583) and readings.HERE == folder
+
+
 def test_the_skill_maps_average_each_phase_s_last_100k_steps_and_weigh_the_goal_column(tmp_path):
     """maps.py on a hand-made run: two skills on a 4-wide grid, phase 1 from step 250k, so the phases end at 250k and
     after the last step (as common.analyze cuts them); the maps of each phase's last 100k steps, [end - 100k, end),
