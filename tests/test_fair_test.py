@@ -939,10 +939,11 @@ def test_the_then_task_probe_applies_the_first_probe_s_rules_to_its_own_ways():
     assert np.isnan(beside.window_share(points, 40_000))
 
 
-def test_the_stronger_skills_probe_applies_the_first_probe_s_rules_to_the_labels_its_sweep_gives():
+def test_the_stronger_skills_probe_applies_the_first_probe_s_rules_to_the_labels_its_sweep_gives(tmp_path):
     """The stronger-skills probe's choose.py: its ways are the labels its plan's sweep command gives, its seeds the
     plan's, the rule the hash-pinned first probe's but for its last tie-break (the fresh accuracy: ties after the counts
-    go to U0); beside.py reads its folder with T0, the plan's reference arm."""
+    go to U0); beside.py reads its folder with T0, the plan's reference arm; before the plan's commands have run, one
+    line."""
     folder = ROOT / "docs/results/diayn-stronger-skills-8x8"
     stronger = load_script("stronger_skills", folder / "choose.py")
     choose = stronger.rules()
@@ -972,6 +973,14 @@ def test_the_stronger_skills_probe_applies_the_first_probe_s_rules_to_the_labels
     beside = load_script("stronger_skills_beside", folder / "beside.py")
     assert beside.REFERENCE == resolve_algo(algo)[0]
     readings = beside.THEN_TASK.readings(beside.CHOOSE, diagnostic=beside.REFERENCE)
+    stronger.HERE = tmp_path
+    with pytest.raises(SystemExit, match="^series.jsonl.gz and results.json missing in .*PLAN.md"):
+        stronger.require_results()
+    (tmp_path / "series.jsonl.gz").touch()
+    with pytest.raises(SystemExit, match="^results.json missing in"):
+        stronger.require_results()
+    (tmp_path / "results.json").touch()
+    stronger.require_results()
     assert readings.WAYS == (u0, u1, beside.REFERENCE) and readings.SEEDS == (581, 582, 583) and readings.HERE == folder
 
 

@@ -25,4 +25,5 @@ CHOOSE = load("stronger_skills_choose", HERE / "choose.py")
 REFERENCE = "ppo_poi_diayn-skill-then-task"  # T0, the then-task probe's way, on this probe's seeds
 
 if __name__ == "__main__":
+    CHOOSE.require_results()
     THEN_TASK.main(CHOOSE, diagnostic=REFERENCE)

@@ -9,6 +9,7 @@ Prints the runs' table, each way's counts and the decision line, in the first pr
 """
 
 import importlib.util
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -32,5 +33,13 @@ def rules():
     return module
 
 
+def require_results() -> None:
+    """One line and exit 1 where the plan's commands have not made this folder's series and results yet."""
+    missing = [name for name in ("series.jsonl.gz", "results.json") if not (HERE / name).exists()]
+    if missing:
+        sys.exit(f"{' and '.join(missing)} missing in {HERE}: run the plan's commands first (PLAN.md)")
+
+
 if __name__ == "__main__":
+    require_results()
     rules().main()
