@@ -953,19 +953,22 @@ def test_the_stronger_skills_probe_applies_the_first_probe_s_rules_to_the_labels
     algo = "algos/ppo_poi_diayn.py --skill-then-task"
     assert (u0, u1) == (resolve_algo(f"{algo} --diayn-coef 2")[0], resolve_algo(f"{algo} --skill-steps 64")[0])
     plan = (folder / "PLAN.md").read_text()
-    assert (
-        '"$T --skill-then-task --diayn-coef 2" "$T --skill-then-task --skill-steps 64" \\\n    "$T --skill-then-task"'
-        in plan
-    )
+    command = '"$T --skill-then-task --diayn-coef 2" "$T --skill-then-task --skill-steps 64" \\ "$T --skill-then-task"'
+    assert command in " ".join(plan.split())  # the plan's sweep: U0, U1 and the reference T0
     assert "--seeds 581 582 583" in plan and f"--baseline {u0} " in plan
     assert choose.WAYS == (u0, u1) and choose.SEEDS == (581, 582, 583) and choose.HERE == folder
-    assert choose.decide({u0: (2, 2, 0.3), u1: (2, 2, 0.3)}, {u0: 2, u1: 2}).startswith(f"chosen: {u0} (passes in 2")
-    assert choose.decide({u0: (2, 2, 0.3), u1: (2, 2, 0.6)}, {u0: 2, u1: 2}).startswith(f"chosen: {u0} (passes in 2")
+    first_rules = load_script("first_probe_choose_for_ties", ROOT / "docs/results/diayn-ways-8x8/choose.py")
+    first_rules.WAYS = (u0, u1)  # the unchanged rule gives the ties below to U1's higher accuracy; here they go to U0
+    passing_tie, qualifying_tie = (
+        ({u0: (2, 2, 0.3), u1: (2, 2, 0.6)}, {u0: 2, u1: 2}),
+        ({u0: (1, 1, 0.3), u1: (1, 1, 0.6)}, {u0: 2, u1: 2}),
+    )
+    assert first_rules.decide(*passing_tie).startswith(f"chosen: {u1} (passes in 2")
+    assert choose.decide(*passing_tie).startswith(f"chosen: {u0} (passes in 2")
+    assert first_rules.decide(*qualifying_tie).startswith(f"chosen: {u1} (qualifies in 2")
+    assert choose.decide(*qualifying_tie).startswith(f"chosen: {u0} (qualifies in 2")
     assert choose.decide({u0: (1, 2, 0.6), u1: (2, 1, 0.3)}, {u0: 1, u1: 2}).startswith(f"chosen: {u1} (passes in 2")
     assert "no skill study" in choose.decide({u0: (1, 1, 0.3), u1: (1, 1, 0.6)}, {u0: 1, u1: 1})
-    first_rules = load_script("first_probe_choose_for_ties", ROOT / "docs/results/diayn-ways-8x8/choose.py")
-    first_rules.WAYS = (u0, u1)  # the unchanged rule would give that tie to U1's higher accuracy
-    assert first_rules.decide({u0: (2, 2, 0.3), u1: (2, 2, 0.6)}, {u0: 2, u1: 2}).startswith(f"chosen: {u1}")
     first = (ROOT / "docs/results/diayn-ways-8x8/choose.py").read_bytes()
     assert (
         hashlib.sha256(first).hexdigest().startswith("b7080116e96fc6ef6e48978e92e3ca3bf7b1bc5e3fef30a481855cfc6e721ec8")

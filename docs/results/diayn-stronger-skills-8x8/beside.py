@@ -26,4 +26,4 @@ REFERENCE = "ppo_poi_diayn-skill-then-task"  # T0, the then-task probe's way, on
 
 if __name__ == "__main__":
     CHOOSE.require_results()
-    THEN_TASK.main(CHOOSE, diagnostic=REFERENCE)
+    THEN_TASK.main(CHOOSE, diagnostic=REFERENCE, role="reference arm")

@@ -1,7 +1,8 @@
 """The stronger-skills probe's choice (PLAN.md): the first probe's rules, `../diayn-ways-8x8/choose.py` with its
 amendment 1, applied to this probe's two ways and seeds, from the committed series and results alone, with one change
 to its ties: the median fresh accuracy after the change is not used (U1's is read over 64 steps a skill, U0's over
-32), so ties after the counts go to U0, the first way.
+32), so ties after the counts go to U0, the first way. The first probe's `main` still prints each way's median
+fresh accuracy after the change: for information only.
 
     python docs/results/diayn-stronger-skills-8x8/choose.py
 

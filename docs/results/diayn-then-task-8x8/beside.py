@@ -4,7 +4,7 @@ of steps with a skill (`diayn/skill_share`, the mean of its rollouts in each pha
 the change); per way, by the first probe's `judge`, how many runs solve the first phase, how many have distinct skills
 there, and how many both (the count the amendment's reading is judged on); and TS's runs by `choose.py`'s readings of
 a way (`choose.py` does not read TS): whether its skills, with no skill reward, pass the distinct-skills bar for
-nothing.
+nothing. A later probe calls `main` with its own `choose` script, and its own extra arm (or none) and that arm's name.
 
     python docs/results/diayn-then-task-8x8/beside.py
 """
@@ -37,7 +37,7 @@ def readings(choose=CHOOSE, diagnostic: str | None = DIAGNOSTIC):
     """The first probe's beside.py, reading a probe's folder, ways (and its diagnostic arm, if any) and seeds (from
     its `choose` script: this probe's by default; a later probe passes its own)."""
     module = load("first_probe_beside", HERE.parent / "diayn-ways-8x8" / "beside.py")
-    module.HERE = Path(choose.__file__).resolve().parent
+    module.HERE = choose.HERE
     module.WAYS, module.SEEDS = (*choose.WAYS, *([diagnostic] if diagnostic else [])), choose.SEEDS
     return module
 
@@ -53,7 +53,7 @@ def first_phase_counts(judged: list) -> tuple[int, int, int]:
     )
 
 
-def main(choose=CHOOSE, diagnostic: str | None = DIAGNOSTIC) -> None:
+def main(choose=CHOOSE, diagnostic: str | None = DIAGNOSTIC, role: str = "diagnostic arm") -> None:
     module = readings(choose, diagnostic)
     module.main()
     here, rules = module.HERE, choose.rules()
@@ -84,9 +84,7 @@ def main(choose=CHOOSE, diagnostic: str | None = DIAGNOSTIC) -> None:
         print(f"{way}: first phase solved {solved}/{n}, distinct skills there {distinct}/{n}, both {both}/{n}")
     if not diagnostic:
         return
-    print(
-        "\n| diagnostic arm | seed | return (all envs) | fresh accuracy | largest skill probability | distinct skills |"
-    )
+    print(f"\n| {role} | seed | return (all envs) | fresh accuracy | largest skill probability | distinct skills |")
     print("|-|-|-|-|-|-|")
     for seed, run in zip(module.SEEDS, judged[diagnostic]):
         if run is None:
