@@ -288,6 +288,11 @@ def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
     assert "diayn/skill_share" in SERIES_TAGS  # the then-task probe's
 
 
+# the first DIAYN probe's rule, which the later probes' choose.py apply to their own ways: pinned by its hash
+FIRST_PROBE_RULE = ROOT / "docs/results/diayn-ways-8x8/choose.py"
+FIRST_PROBE_RULE_SHA256 = "b7080116e96fc6ef6e48978e92e3ca3bf7b1bc5e3fef30a481855cfc6e721ec8"
+
+
 def load_script(name: str, path):
     """A study's script loaded by its path as module `name` (two folders hold a choose.py)."""
     spec = importlib.util.spec_from_file_location(name, path)
@@ -898,10 +903,7 @@ def test_the_termination_probe_applies_the_first_probe_s_rules_to_its_own_ways()
     assert choose.decide({b0: (2, 2, 0.3), b1: (2, 2, 0.3)}, {b0: 2, b1: 2}).startswith(f"chosen: {b0} (passes in 2")
     assert "no skill study" in choose.decide({b0: (0, 1, 0.3), b1: (0, 0, 0.3)}, {b0: 1, b1: 0})
     # the rule is the first probe's file as committed at 3c1bf37 (Amendment 1): an edit there would change it
-    first = (ROOT / "docs/results/diayn-ways-8x8/choose.py").read_bytes()
-    assert (
-        hashlib.sha256(first).hexdigest().startswith("b7080116e96fc6ef6e48978e92e3ca3bf7b1bc5e3fef30a481855cfc6e721ec8")
-    )
+    assert hashlib.sha256(FIRST_PROBE_RULE.read_bytes()).hexdigest() == FIRST_PROBE_RULE_SHA256
     # beside.py: the first probe's readings on this folder, with the diagnostic arm
     beside = load_script("termination_beside", termination.HERE / "beside.py")
     readings = beside.readings()
@@ -923,10 +925,7 @@ def test_the_then_task_probe_applies_the_first_probe_s_rules_to_its_own_ways():
     assert choose.decide({t0: (1, 1, 0.5), t1: (2, 2, 0.3)}, {t0: 1, t1: 2}).startswith(f"chosen: {t1} (passes in 2")
     assert choose.decide({t0: (2, 2, 0.3), t1: (2, 2, 0.3)}, {t0: 2, t1: 2}).startswith(f"chosen: {t0} (passes in 2")
     assert "no skill study" in choose.decide({t0: (0, 1, 0.3), t1: (0, 0, 0.3)}, {t0: 1, t1: 0})
-    first = (ROOT / "docs/results/diayn-ways-8x8/choose.py").read_bytes()
-    assert (
-        hashlib.sha256(first).hexdigest().startswith("b7080116e96fc6ef6e48978e92e3ca3bf7b1bc5e3fef30a481855cfc6e721ec8")
-    )
+    assert hashlib.sha256(FIRST_PROBE_RULE.read_bytes()).hexdigest() == FIRST_PROBE_RULE_SHA256
     beside = load_script("then_task_beside", folder / "beside.py")
     readings = beside.readings()
     ts = resolve_algo(f"{algo} --diayn-coef 0")[0]
@@ -957,7 +956,7 @@ def test_the_stronger_skills_probe_applies_the_first_probe_s_rules_to_the_labels
     assert command in " ".join(plan.split())  # the plan's sweep: U0, U1 and the reference T0
     assert "--seeds 581 582 583" in plan and f"--baseline {u0} " in plan
     assert choose.WAYS == (u0, u1) and choose.SEEDS == (581, 582, 583) and choose.HERE == folder
-    first_rules = load_script("first_probe_choose_for_ties", ROOT / "docs/results/diayn-ways-8x8/choose.py")
+    first_rules = load_script("first_probe_choose_for_ties", FIRST_PROBE_RULE)
     first_rules.WAYS = (u0, u1)  # the unchanged rule gives the ties below to U1's higher accuracy; here they go to U0
     passing_tie, qualifying_tie = (
         ({u0: (2, 2, 0.3), u1: (2, 2, 0.6)}, {u0: 2, u1: 2}),
@@ -969,10 +968,7 @@ def test_the_stronger_skills_probe_applies_the_first_probe_s_rules_to_the_labels
     assert choose.decide(*qualifying_tie).startswith(f"chosen: {u0} (qualifies in 2")
     assert choose.decide({u0: (1, 2, 0.6), u1: (2, 1, 0.3)}, {u0: 1, u1: 2}).startswith(f"chosen: {u1} (passes in 2")
     assert "no skill study" in choose.decide({u0: (1, 1, 0.3), u1: (1, 1, 0.6)}, {u0: 1, u1: 1})
-    first = (ROOT / "docs/results/diayn-ways-8x8/choose.py").read_bytes()
-    assert (
-        hashlib.sha256(first).hexdigest().startswith("b7080116e96fc6ef6e48978e92e3ca3bf7b1bc5e3fef30a481855cfc6e721ec8")
-    )
+    assert hashlib.sha256(FIRST_PROBE_RULE.read_bytes()).hexdigest() == FIRST_PROBE_RULE_SHA256
     beside = load_script("stronger_skills_beside", folder / "beside.py")
     assert beside.REFERENCE == resolve_algo(algo)[0]
     readings = beside.THEN_TASK.readings(beside.CHOOSE, diagnostic=beside.REFERENCE)
@@ -1042,7 +1038,7 @@ def test_the_diayn_probe_gate_share_counts_the_phase_iterations_with_the_weight_
 def test_the_diayn_probe_choice_passes_qualifies_and_decides_as_its_plan_says():
     """choose.py's reading of a run (hand-made phases and scalars) and its decision (amendment 1) on hand-made
     counts."""
-    choose = load_script("choose", ROOT / "docs/results/diayn-ways-8x8/choose.py")
+    choose = load_script("choose", FIRST_PROBE_RULE)
 
     def run(returns, accuracies, largest=0.125):
         phases = [
