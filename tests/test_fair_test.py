@@ -1085,15 +1085,29 @@ def test_the_diayn_probe_choice_passes_qualifies_and_decides_as_its_plan_says():
 
 
 def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(tmp_path):
-    """verdict.py of the skill study: the way read from each kind of line the probe's `choose.decide` prints, the
-    sweep's own labels for the plan's commands, and the verdicts on hand-made analyses (gates counted by hand, the DIAYN
-    arms at the corrected interval, the embedding at 95%, the task in the envs with skills, the target, the default)."""
+    """verdict.py of the skill study: the way read from each kind of line the probe's `choose.decide` prints and from
+    the fourth probe's committed decision (the plan's Amendment 3), the sweep's own labels for the plan's commands, and
+    the verdicts on hand-made analyses (gates counted by hand, the DIAYN arms at the corrected interval, the embedding
+    at 95%, the task in the envs with skills, the target, the default)."""
     from common.sweep import resolve_algo
 
     script = ROOT / "docs/results/skills-band-8x8/verdict.py"
     verdict = load_script("skills_verdict", script)
     choose, ways = verdict.choose, verdict.choose.WAYS
-    assert set(verdict.FLAGS) == set(ways)
+    # Amendment 3: the way is the fourth probe's, read from its committed decision as the plan's WAY= line reads it
+    decision = forked.run([ROOT / "docs/results/diayn-stronger-skills-8x8/choose.py"], tmp_path)
+    assert decision.returncode == 0, decision.stderr
+    stronger = verdict.way_of(decision.stdout.splitlines()[-1])
+    assert stronger == resolve_algo("algos/ppo_poi_diayn.py --skill-then-task --diayn-coef 2")[0]
+    assert verdict.FLAGS[stronger] == "--skill-then-task --diayn-coef 2"
+    assert set(verdict.FLAGS) == {*ways, stronger}
+    flags = forked.run([script, "--flags", decision.stdout.splitlines()[-1]], tmp_path)
+    assert (flags.returncode, flags.stdout) == (0, "--skill-then-task --diayn-coef 2\n"), flags.stderr
+    commands = (script.parent / "PLAN.md").read_text().split("## Amendment 3")[1].split("```bash")[1].split("```")[0]
+    lines = [" ".join(line.split("#")[0].split()) for line in commands.splitlines()]
+    assert "KD=../study-diayn8t/algos" in lines and "git worktree add ../study-diayn8t 1143078" in commands
+    assert "WAY=$(python docs/results/diayn-stronger-skills-8x8/choose.py | tail -1) || exit 1" in lines
+    assert commands.count('"$KD/ppo_poi_diayn.py $W') == 3 and "$K/ppo_poi_diayn" not in commands
     ranks, qualifying = {w: (0, 1, 0.1) for w in ways}, {w: 0 for w in ways}
     assert verdict.way_of(choose.decide(ranks, qualifying)) is None  # "... no skill study on these ways)"
     qualifying[ways[3]] = 2
@@ -1105,8 +1119,7 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     for line in ("| ppo_poi_diayn | 533 | missing | | | | no |", ""):  # what a crashed choose.py leaves
         with pytest.raises(ValueError, match="not a decision line"):
             verdict.way_of(line)
-    for way in ways:
-        flags = verdict.FLAGS[way]
+    for way, flags in verdict.FLAGS.items():
         commands = {
             "D1": f"ppo_poi_diayn {flags}",
             "D2": f"ppo_poi_diayn {flags} --state-sampler rollouts --skill-interest error",

@@ -7,12 +7,13 @@ target read literally, and whether the probe's way becomes the DIAYN file's defa
     python docs/results/skills-band-8x8/verdict.py FOLDER --way "$WAY" --against   # or --judged, --non-interest,
                                                                                   # --skill-arms: labels, one line
 
-`$WAY` is the DIAYN ways probe's decision (the last line `docs/results/diayn-ways-8x8/choose.py` prints) or a way's
-label. FOLDER holds `results.json` (common.analyze against F1: each finished run's return per phase),
-`series.jsonl.gz` (the DIAYN runs' return in the envs with skills and their skill readings, judged by the probe's
-`choose.judge`) and, for each comparator A and for plain DIAYN, `against-A/results.json` (common.analyze --baseline
-A --comparisons 2 --judge-against-baseline, the plan's settings, checked here): each interest arm's row of the
-robustness table after the change. The DIAYN arms are judged by the row's `corrected` interval (97.5%: two tries at
+`$WAY` is the decision of the probe that sends a way (the last line `docs/results/diayn-stronger-skills-8x8/choose.py`
+prints, by the plan's Amendment 3; the first probe's `choose.py` prints the same kind of line) or a way's label.
+FOLDER holds `results.json` (common.analyze against F1: each finished run's return per phase), `series.jsonl.gz`
+(the DIAYN runs' return in the envs with skills and their skill readings, judged by the first probe's `choose.judge`)
+and, for each comparator A and for plain DIAYN, `against-A/results.json` (common.analyze --baseline A --comparisons 2
+--judge-against-baseline, the plan's settings, checked here): each interest arm's row of the robustness table after
+the change. The DIAYN arms are judged by the row's `corrected` interval (97.5%: two tries at
 one question), the embedding by its pre-registered reading's 95% interval. A planned run that did not finish counts
 as not doing the task; an arm without finished runs fails its gate.
 """
@@ -32,11 +33,12 @@ choose = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(choose)  # the probe's reading of a DIAYN run (choose.judge); it puts the repo on sys.path
 from common.series import read as read_series
 
-FLAGS = {  # the probe's ways (choose.WAYS) and the flags that make them
+FLAGS = {  # the first probe's ways (choose.WAYS), the fourth probe's that goes on (Amendment 3), and their flags
     "ppo_poi_diayn": "",
     "ppo_poi_diayn-diayn-coef-0.25": "--diayn-coef 0.25",
     "ppo_poi_diayn-skill-envs-8": "--skill-envs 8",
     "ppo_poi_diayn-diayn-after-return-0.9": "--diayn-after-return 0.9",
+    "ppo_poi_diayn-skill-then-task-diayn-coef-2": "--skill-then-task --diayn-coef 2",
 }
 NO_WAY = "no skill study on these ways"  # the end of choose.decide's line when no way goes on
 F1, F2A, F2, F6 = (
