@@ -1101,13 +1101,16 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     assert stronger == resolve_algo("algos/ppo_poi_diayn.py --skill-then-task --diayn-coef 2")[0]
     assert verdict.FLAGS[stronger] == "--skill-then-task --diayn-coef 2"
     assert set(verdict.FLAGS) == {*ways, stronger}
-    flags = forked.run([script, "--flags", decision.stdout.splitlines()[-1]], tmp_path)
-    assert (flags.returncode, flags.stdout) == (0, "--skill-then-task --diayn-coef 2\n"), flags.stderr
-    commands = (script.parent / "PLAN.md").read_text().split("## Amendment 3")[1].split("```bash")[1].split("```")[0]
-    lines = [" ".join(line.split("#")[0].split()) for line in commands.splitlines()]
-    assert "KD=../study-diayn8t/algos" in lines and "git worktree add ../study-diayn8t 1143078" in commands
+    printed = forked.run([script, "--flags", decision.stdout.splitlines()[-1]], tmp_path)
+    assert (printed.returncode, printed.stdout) == (0, "--skill-then-task --diayn-coef 2\n"), printed.stderr
+    amended = (script.parent / "PLAN.md").read_text().split("## Amendment 3")[1].split("```bash")[1].split("```")[0]
+    lines = [" ".join(line.split("#")[0].split()) for line in amended.splitlines()]
+    assert "KD=../study-diayn8t/algos" in lines and "git worktree add ../study-diayn8t 1143078" in amended
     assert "WAY=$(python docs/results/diayn-stronger-skills-8x8/choose.py | tail -1) || exit 1" in lines
-    assert commands.count('"$KD/ppo_poi_diayn.py $W') == 3 and "$K/ppo_poi_diayn" not in commands
+    diayn_arms = re.findall(r'"\$KD/(ppo_poi_diayn\.py \$W[^"]*)"', amended)  # D1, D2, D0 as the sweep gets them
+    assert "$K/ppo_poi_diayn" not in amended and [
+        resolve_algo("algos/" + arm.replace("$W", verdict.FLAGS[stronger]))[0] for arm in diayn_arms
+    ] == [verdict.arms(stronger)[role] for role in ("D1", "D2", "D0")]
     ranks, qualifying = {w: (0, 1, 0.1) for w in ways}, {w: 0 for w in ways}
     assert verdict.way_of(choose.decide(ranks, qualifying)) is None  # "... no skill study on these ways)"
     qualifying[ways[3]] = 2

@@ -13,9 +13,9 @@ FOLDER holds `results.json` (common.analyze against F1: each finished run's retu
 (the DIAYN runs' return in the envs with skills and their skill readings, judged by the first probe's `choose.judge`)
 and, for each comparator A and for plain DIAYN, `against-A/results.json` (common.analyze --baseline A --comparisons 2
 --judge-against-baseline, the plan's settings, checked here): each interest arm's row of the robustness table after
-the change. The DIAYN arms are judged by the row's `corrected` interval (97.5%: two tries at
-one question), the embedding by its pre-registered reading's 95% interval. A planned run that did not finish counts
-as not doing the task; an arm without finished runs fails its gate.
+the change. The DIAYN arms are judged by the row's `corrected` interval (97.5%: two tries at one question), the
+embedding by its pre-registered reading's 95% interval. A planned run that did not finish counts as not doing the
+task; an arm without finished runs fails its gate.
 """
 
 from __future__ import annotations
