@@ -1097,11 +1097,12 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     # Amendment 3: the way is the fourth probe's, read from its committed decision as the plan's WAY= line reads it
     decision = forked.run([ROOT / "docs/results/diayn-stronger-skills-8x8/choose.py"], tmp_path)
     assert decision.returncode == 0, decision.stderr
-    stronger = verdict.way_of(decision.stdout.splitlines()[-1])
+    way_line = decision.stdout.splitlines()[-1]  # what `WAY=$(... | tail -1)` holds
+    stronger = verdict.way_of(way_line)
     assert stronger == resolve_algo("algos/ppo_poi_diayn.py --skill-then-task --diayn-coef 2")[0]
     assert verdict.FLAGS[stronger] == "--skill-then-task --diayn-coef 2"
     assert set(verdict.FLAGS) == {*ways, stronger}
-    printed = forked.run([script, "--flags", decision.stdout.splitlines()[-1]], tmp_path)
+    printed = forked.run([script, "--flags", way_line], tmp_path)
     assert (printed.returncode, printed.stdout) == (0, "--skill-then-task --diayn-coef 2\n"), printed.stderr
     amended = (script.parent / "PLAN.md").read_text().split("## Amendment 3")[1].split("```bash")[1].split("```")[0]
     lines = [" ".join(line.split("#")[0].split()) for line in amended.splitlines()]
