@@ -13,11 +13,14 @@ label is the algorithm's name followed by its own arguments
 
 A run whose folder holds the completion marker (common/runs.COMPLETION_MARKER) is skipped
 when the sweep is started again, and so is a run that a study's committed series holds as finished
-(`--done docs/results/<study>/series.jsonl.gz`: a study that spans machines goes on where it was); a run that fails is recorded in `<out>/logs/<run>.failed.json`
-(exit code and the tail of its log) while the others go on, and is tried again on the next
+(`--done docs/results/<study>/series.jsonl.gz`: a study that spans machines goes on where it was);
+a run that fails is recorded in `<out>/logs/<run>.failed.json` (exit code and the tail of its
+log) while the others go on, and is tried again on the next
 start: from its checkpoint (`--resume <run folder>`) if it left one, as an interrupted or
 timed-out run does, else from the start. One Ctrl-C stops the sweep: the running runs get
-SIGTERM, write their checkpoints and stop; the queued ones do not start. Each run's output
+SIGTERM, write their checkpoints and stop; the queued ones do not start. On a machine lent for a
+set time, `--start-for MINUTES` starts no run after that many minutes: those under way finish, the
+others wait for the next start (exit status 1, as with a failed run). Each run's output
 goes to `<out>/logs/<run>.log`; `<out>/sweep.json` lists the planned
 runs for the analysis (python -m common.analyze <out>). A sweep started on a folder that
 another sweep is working in (it holds `<out>/.lock`) exits with one line.
@@ -138,13 +141,14 @@ def execute(
     timeout: float | None,
     stop: threading.Event | None = None,
     grace: float = 30.0,
+    start_by: float | None = None,
 ) -> tuple[int | None, float]:
     """Run one command with one thread for its numerics, output appended to `log_path`;
     returns (exit code, seconds). A run over `timeout`, or running when `stop` is set (the
     sweep was interrupted), gets SIGTERM (it writes its checkpoint, closes its logs and exits
-    143), SIGKILL after `grace` seconds; a run not started when `stop` is set never starts
-    (exit code None)."""
-    if stop is not None and stop.is_set():
+    143), SIGKILL after `grace` seconds; a run not started when `stop` is set, or when its
+    turn comes after the time `start_by` (seconds since the epoch), never starts (exit code None)."""
+    if stop is not None and stop.is_set() or start_by is not None and time.time() > start_by:
         return None, 0.0
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     start = time.time()
@@ -177,14 +181,14 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 
 
 class Progress:
-    """Counts and the console line: done / running / failed / skipped / ETA."""
+    """Counts and the console line: done / running / failed / skipped / ETA (and the runs --start-for left)."""
 
     def __init__(self, total: int, skipped: int, workers: int):
         self.total, self.skipped, self.workers = total, skipped, workers
-        self.done, self.failed, self.running, self.durations = 0, 0, 0, []
+        self.done, self.failed, self.running, self.durations, self.not_started = 0, 0, 0, [], 0
 
     def line(self) -> str:
-        left = self.total - self.skipped - self.done - self.failed
+        left = self.total - self.skipped - self.done - self.failed - self.not_started
         if self.durations:  # the mean run time so far, spread over the workers
             eta = sum(self.durations) / len(self.durations) * left / self.workers
             eta_text = time.strftime("%H:%M:%S", time.gmtime(eta))
@@ -196,7 +200,10 @@ class Progress:
         )
 
 
-def record(run: Run, code: int, seconds: float, out: Path, progress: Progress) -> None:
+def record(run: Run, code: int | None, seconds: float, out: Path, progress: Progress) -> None:
+    if code is None:  # its turn came after --start-for: it waits for the next start
+        progress.not_started += 1
+        return
     log_path = out / "logs" / f"{run.key}.log"
     failed_path = out / "logs" / f"{run.key}.failed.json"
     if code == 0 and finished_run_dir(run, out) is not None:
@@ -221,13 +228,16 @@ def record(run: Run, code: int, seconds: float, out: Path, progress: Progress) -
     print(progress.line(), flush=True)
 
 
-def run_local(todo: list[Run], out: Path, workers: int, timeout: float | None, progress: Progress) -> None:
-    """Up to `workers` runs at a time. Ctrl-C (or SIGTERM) stops the whole sweep: queued runs
-    do not start, running ones are stopped (recorded as failed, so a re-run resumes them)."""
+def run_local(
+    todo: list[Run], out: Path, workers: int, timeout: float | None, start_by: float | None, progress: Progress
+) -> None:
+    """Up to `workers` runs at a time, none started after `start_by`. Ctrl-C (or SIGTERM) stops the whole sweep:
+    queued runs do not start, running ones are stopped (recorded as failed, so a re-run resumes them)."""
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=workers)
     pending = {
-        pool.submit(execute, run.command, str(out / "logs" / f"{run.key}.log"), timeout, stop): run for run in todo
+        pool.submit(execute, run.command, str(out / "logs" / f"{run.key}.log"), timeout, stop, start_by=start_by): run
+        for run in todo
     }
     progress.running = min(workers, len(todo))
     print(progress.line(), flush=True)
@@ -256,7 +266,13 @@ def run_local(todo: list[Run], out: Path, workers: int, timeout: float | None, p
 
 
 def run_ray(
-    todo: list[Run], out: Path, address: str | None, workers: int, timeout: float | None, progress: Progress
+    todo: list[Run],
+    out: Path,
+    address: str | None,
+    workers: int,
+    timeout: float | None,
+    start_by: float | None,
+    progress: Progress,
 ) -> None:
     import ray
 
@@ -266,7 +282,10 @@ def run_ray(
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(execute)
-        pending = {remote.remote(run.command, str(out / "logs" / f"{run.key}.log"), timeout): run for run in todo}
+        pending = {
+            remote.remote(run.command, str(out / "logs" / f"{run.key}.log"), timeout, start_by=start_by): run
+            for run in todo
+        }
         capacity = int(ray.cluster_resources().get("CPU", workers))
         progress.workers = capacity
         progress.running = min(capacity, len(todo))
@@ -298,6 +317,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ray-address", default=None, help="address of a running Ray cluster (default: start one)")
     parser.add_argument("--run-timeout", type=float, default=None, help="seconds after which a run is killed")
     parser.add_argument(
+        "--start-for",
+        type=float,
+        default=None,
+        metavar="MINUTES",
+        help="start runs only this many minutes from now; the runs under way then finish, the others wait for the "
+        "next start (a machine lent for a set time: no run cut short at its end)",
+    )
+    parser.add_argument(
         "--done",
         nargs="+",
         type=Path,
@@ -316,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--workers must be positive, got {args.workers}")
         if args.run_timeout is not None and args.run_timeout <= 0:
             raise ValueError(f"--run-timeout must be positive, got {args.run_timeout}")
+        if args.start_for is not None and args.start_for <= 0:
+            raise ValueError(f"--start-for must be positive, got {args.start_for}")
         runs = plan_runs(args.algos, args.envs, args.seeds, shlex.split(args.extra), out)
         done = done_in_series(args.done)
         if args.backend == "ray":
@@ -353,13 +382,20 @@ def main(argv: list[str] | None = None) -> int:
         if finished[run] is not None:
             print(f"[sweep] skip {run.key}: finished in {finished[run]}")
     stop_on_signals(at_once=True)
+    start_by = None if args.start_for is None else time.time() + 60 * args.start_for
     if todo and args.backend == "ray":
-        run_ray(todo, out, args.ray_address, args.workers, args.run_timeout, progress)
+        run_ray(todo, out, args.ray_address, args.workers, args.run_timeout, start_by, progress)
     elif todo:
-        run_local(todo, out, args.workers, args.run_timeout, progress)
+        run_local(todo, out, args.workers, args.run_timeout, start_by, progress)
     if progress.failed:
         failed = sorted(p.name[: -len(".failed.json")] for p in (out / "logs").glob("*.failed.json"))
         print(f"[sweep] {progress.failed} run(s) failed: {' '.join(failed)}; start the sweep again to retry them")
+    if progress.not_started:
+        print(
+            f"[sweep] {progress.not_started} run(s) not started: their turn came after --start-for "
+            f"{args.start_for:g} min; start the sweep again to go on"
+        )
+    if progress.failed or progress.not_started:
         return 1
     print(f"[sweep] all {len(runs)} runs finished; analyse with: python -m common.analyze {args.out}")
     return 0

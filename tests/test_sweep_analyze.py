@@ -103,6 +103,24 @@ def test_a_sweep_skips_the_runs_a_committed_series_holds_as_finished(tmp_path):
     )
 
 
+def test_start_for_starts_no_run_after_its_minutes_and_the_next_start_goes_on(tmp_path):
+    # one worker, runs of 3 s, a window of 0.05 min: the first run starts in it and finishes; the two queued behind
+    # it come after the window and do not start (no log, no folder)
+    first = run_sweep(
+        tmp_path, "--seeds", "1", "2", "3", "--workers", "1", "--extra", "--sleep 3", "--start-for", "0.05"
+    )
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "finished E__fake_algo__1" in first.stdout
+    assert "2 run(s) not started: their turn came after --start-for 0.05 min" in first.stdout
+    assert "failed 0" in first.stdout and "FAILED" not in first.stdout
+    assert [p.name for p in (tmp_path / "sw/logs").iterdir()] == ["E__fake_algo__1.log"]
+    again = run_sweep(tmp_path, "--seeds", "1", "2", "3", "--workers", "1")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "skip E__fake_algo__1" in again.stdout and "done 3/3 (skipped 1)" in again.stdout
+    bad = run_sweep(tmp_path, "--start-for", "0", fresh=True)
+    assert bad.returncode == 1 and bad.stderr.strip() == "error: --start-for must be positive, got 0.0"
+
+
 def test_sweep_on_a_local_ray_instance(tmp_path):
     pytest.importorskip("ray")
     result = run_sweep(tmp_path, "--seeds", "1", "2", "--workers", "2", "--backend", "ray", fresh=True)
