@@ -981,6 +981,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=200_000,
         help="robustness: the mean log10 loss over this many steps after each change",
     )
+    parser.add_argument(
+        "--robust-factors",
+        nargs="+",
+        type=float,
+        default=list(Robustness.factors),
+        help="robustness: the thresholds, as multiples of the pre-registered one, at which re-learning is read again "
+        "(the loss's range after a change may leave no room for x0.5 and x2)",
+    )
+    parser.add_argument(
+        "--robust-spans",
+        nargs="+",
+        type=int,
+        default=list(Robustness.spans),
+        help="robustness: the EMA spans at which re-learning is read again (--span's own is the pre-registered one)",
+    )
     return parser.parse_args(argv)
 
 
@@ -993,6 +1008,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--relative must be positive, got {args.relative}")
         if args.task_window < 1 or args.comparisons < 1 or args.robust_window < 1:
             raise ValueError("--task-window, --comparisons and --robust-window must be at least 1")
+        if not all(f > 0 for f in args.robust_factors) or not all(n >= 1 for n in args.robust_spans):
+            raise ValueError("--robust-factors must be positive and --robust-spans at least 1")
         runs, notes = find_runs(args.folders)
         if args.methods is not None:
             unknown = sorted(set(args.methods) - {run.method for run in runs})
@@ -1007,7 +1024,9 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             notes.append(f"{len(missing)} planned run(s) have no run folder yet: {' '.join(missing)}")
         usable = []
-        robustness = Robustness(args.frontier_loss, window=args.robust_window)
+        robustness = Robustness(
+            args.frontier_loss, tuple(args.robust_factors), tuple(args.robust_spans), args.robust_window
+        )
         for run in runs:
             if run.episodes is None:  # a run folder: read as its series record would be, so both give one table
                 scalars = read_scalars(run.path)

@@ -267,6 +267,34 @@ def test_the_analysis_refuses_a_frontier_without_its_runs_or_a_baseline(tmp_path
         assert result.returncode == 1 and result.stderr.startswith(message), result.stderr
 
 
+def test_the_robustness_readings_are_those_their_flags_name(tmp_path):
+    for method, relearn in (("ppo", 30_000), ("interest", 12_000)):
+        for seed in (1, 2, 3):
+            write_run(tmp_path / "runs", method, seed, relearn + 1000 * seed, 0.9)
+    flags = ["--baseline", "ppo", "--frontier", "ppo", "--span", "1", "--reps", "50"]
+    flags += ["--changed-threshold", "1", "--eval-threshold", "1", "--train-threshold", "1"]
+    readings = {}
+    for name, extra in (("default", []), ("custom", ["--robust-factors", "0.75", "1", "1.5", "--robust-spans", "3"])):
+        result = analyse(str(tmp_path / "runs"), *flags, *extra, "--out", str(tmp_path / name))
+        assert result.returncode == 0, result.stderr
+        rows = json.loads((tmp_path / name / "results.json").read_text())["robustness"]
+        readings[name] = next(r for r in rows if r["method"] == "interest" and r["phase"] == 1)["readings"]
+    assert list(readings["default"]) == [
+        *("threshold x0.5, span 1", "threshold x1, span 1", "threshold x2, span 1"),
+        *("span 5", "span 10", "span 30", "mean log10 loss, first 200k"),
+    ]
+    assert list(readings["custom"]) == [
+        *("threshold x0.75, span 1", "threshold x1, span 1", "threshold x1.5, span 1", "span 3"),
+        "mean log10 loss, first 200k",
+    ]
+    assert readings["custom"]["threshold x1, span 1"] == readings["default"]["threshold x1, span 1"]
+    for flag, value in (("--robust-factors", "0"), ("--robust-spans", "0")):
+        result = analyse(str(tmp_path / "runs"), *flags, flag, value)
+        assert result.returncode == 1 and result.stderr.strip() == (
+            "error: --robust-factors must be positive and --robust-spans at least 1"
+        )
+
+
 def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
     """Every tag of SERIES_TAGS a run logs comes back from the series at its steps: the losses exactly (as float32),
     the entropy, the rollouts' changed share and the skills' accuracy, weight, return and probabilities (every
