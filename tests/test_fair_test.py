@@ -295,6 +295,97 @@ def test_the_robustness_readings_are_those_their_flags_name(tmp_path):
         )
 
 
+def test_the_continuous_studys_thresholds_come_from_f1s_first_phase_alone(tmp_path):
+    threshold = load_script("threshold", ROOT / "docs/results/continuous-interest/threshold.py")
+    assert [threshold.round_up(v) for v in (0.0012301, 0.0013, 2.0, 123.0, 9.96)] == [0.0013, 0.0013, 2.0, 130.0, 10.0]
+    for seed in (1, 2, 3, 4):
+        write_run(tmp_path / "runs", "f1", seed, 5_000, 0.9)
+        with SummaryWriter(tmp_path / f"runs/ColorDoorKey-6x6__other__{seed}__{2000 + seed}") as writer:
+            for step in range(1000, 101_000, 1000):  # another arm, its losses 100x lower: never read
+                writer.add_scalar("charts/phase", int(step > 50_000), step)
+                for tag in ("train_loss", "eval_loss", "eval_loss_changed"):
+                    writer.add_scalar(f"external_model/{tag}", 0.001, step)
+        (tmp_path / f"runs/ColorDoorKey-6x6__other__{seed}__{2000 + seed}/finished.json").write_text("{}")
+    made = forked.run(["-m", "common.series", tmp_path / "runs", "--out", tmp_path / "s.jsonl.gz"], ROOT)
+    assert made.returncode == 0, made.stderr
+    lowest = {"train": [], "eval": [], "changed": []}
+    for rec in series.read(tmp_path / "s.jsonl.gz"):
+        if rec["method"] != "f1":
+            continue
+        change = min(step for step, phase in rec["scalars"]["charts/phase"] if phase == 1)  # 51,000
+        for kind, tag in (("train", "train_loss"), ("eval", "eval_loss"), ("changed", "eval_loss_changed")):
+            level, smoothed = None, []
+            for step, value in rec["scalars"][f"external_model/{tag}"]:
+                if step < change:  # a plain loop: EMA of span 10 from the first value
+                    level = value if level is None else level + 2 / 11 * (value - level)
+                    smoothed.append(level)
+            lowest[kind].append(min(smoothed))
+    expected = {kind: threshold.round_up(3 * np.mean(sorted(v)[1:3])) for kind, v in lowest.items()}  # IQM of 4
+    assert threshold.thresholds(tmp_path / "s.jsonl.gz", "f1") == expected
+    assert 0.3 <= expected["changed"] <= 0.34  # phase 0's losses are 0.1-0.11 (the other arm's would give 0.003)
+    result = forked.run(
+        [str(ROOT / "docs/results/continuous-interest/threshold.py"), tmp_path / "s.jsonl.gz", "nope"], ROOT
+    )
+    assert (
+        result.returncode == 1
+        and result.stderr.strip() == f"error: no finished runs of nope in {tmp_path / 's.jsonl.gz'}"
+    )
+
+
+def test_the_continuous_studys_commands_parse_and_name_its_arms():
+    """Amendment 1's commands, their variables filled in (the algorithm files of this checkout, which bear the plan
+    commit's names and flags): every sweep and analysis parses with its tool's flags, each arm's own flags are fields
+    of its file's Args, and the baseline, frontier and judged arms are the sweep's labels of F1, F2, F3 and I1."""
+    import shlex
+
+    from common import sweep
+
+    plan = (ROOT / "docs/results/continuous-interest/PLAN.md").read_text()
+    block = plan.split("## Amendment 1")[1].split("```bash")[1].split("```")[0].replace("\\\n", " ")
+    assert (
+        "S=../study-cont/algos" in block and "git worktree add ../study-cont f7340be" in plan.split("## Amendment 1")[1]
+    )
+    fixed = {"S": "algos"} | dict.fromkeys(("TP", "TS"), "--train-threshold 1 --eval-threshold 1 --changed-threshold 1")
+    values = dict(fixed)
+    sweeps, analyses = [], []
+    for line in block.splitlines():
+        line = line.split("#")[0].strip()
+        if re.fullmatch(r"[A-Z]+=[^$(]*", line):
+            name, value = line.split("=", 1)
+            if name not in fixed:
+                values[name] = value.strip('"')
+            continue
+        line = re.sub(r"\$(\w+)", lambda m: values.get(m[1], m[0]), line)
+        if line.startswith("python -m common.sweep"):
+            sweeps.append(sweep.parse_args(shlex.split(line)[3:]))
+        elif line.startswith("python -m common.analyze"):
+            analyses.append(analyze.parse_args(shlex.split(line)[3:]))
+    assert len(sweeps) == len(analyses) == 2
+    arms = {
+        "ppo": ("--int-coef 0", "--int-coef 0 --ent-coef 0.01", "--interest noise", ""),
+        "sac": (
+            "--int-coef 0",
+            "--int-coef 0 --no-autotune --alpha 0.2",
+            "--interest noise --int-coef 0.1",
+            "--int-coef 0.1",
+        ),
+    }
+    for (algo, own), planned, analysed in zip(arms.items(), sweeps, analyses):
+        file = {"ppo": "ppo_continuous_poi_ensemble", "sac": "sac_forward_model"}[algo]
+        assert planned.algos == [f"algos/{file}.py {flags}".strip() for flags in own] and planned.seeds == list(
+            range(801, 811)
+        )
+        fields = {f.name for f in dataclasses.fields(load_script(file, ROOT / f"algos/{file}.py").Args)}
+        for flags in own:
+            for flag in re.findall(r"--([a-z-]+)", flags):
+                assert flag.replace("-", "_").removeprefix("no_") in fields, flag
+        f1, f2, f3, i1 = (sweep.resolve_algo(spec)[0] for spec in planned.algos)
+        assert (analysed.baseline, analysed.frontier, analysed.judge) == (f1, [f1, f2, f3], [i1])
+        assert (analysed.span, analysed.comparisons, analysed.frontier_loss) == (10, 2, "changed")
+        assert (analysed.robust_factors, analysed.robust_spans) == ([0.7, 1.0, 1.4], [5, 10, 20])
+        assert (analysed.task_window, analysed.robust_window) == {"ppo": (50_000, 50_000), "sac": (6_000, 10_000)}[algo]
+
+
 def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
     """Every tag of SERIES_TAGS a run logs comes back from the series at its steps: the losses exactly (as float32),
     the entropy, the rollouts' changed share and the skills' accuracy, weight, return and probabilities (every
