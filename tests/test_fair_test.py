@@ -345,7 +345,9 @@ def test_the_continuous_studys_commands_parse_and_name_its_arms():
     assert (
         "S=../study-cont/algos" in block and "git worktree add ../study-cont f7340be" in plan.split("## Amendment 1")[1]
     )
-    fixed = {"S": "algos"} | dict.fromkeys(("TP", "TS"), "--train-threshold 1 --eval-threshold 1 --changed-threshold 1")
+    fixed = {"S": f"{ROOT}/algos"} | dict.fromkeys(
+        ("TP", "TS"), "--train-threshold 1 --eval-threshold 1 --changed-threshold 1"
+    )
     values = dict(fixed)
     sweeps, analyses = [], []
     for line in block.splitlines():
@@ -372,7 +374,7 @@ def test_the_continuous_studys_commands_parse_and_name_its_arms():
     }
     for (algo, own), planned, analysed in zip(arms.items(), sweeps, analyses):
         file = {"ppo": "ppo_continuous_poi_ensemble", "sac": "sac_forward_model"}[algo]
-        assert planned.algos == [f"algos/{file}.py {flags}".strip() for flags in own] and planned.seeds == list(
+        assert planned.algos == [f"{ROOT}/algos/{file}.py {flags}".strip() for flags in own] and planned.seeds == list(
             range(801, 811)
         )
         fields = {f.name for f in dataclasses.fields(load_script(file, ROOT / f"algos/{file}.py").Args)}
@@ -384,6 +386,68 @@ def test_the_continuous_studys_commands_parse_and_name_its_arms():
         assert (analysed.span, analysed.comparisons, analysed.frontier_loss) == (10, 2, "changed")
         assert (analysed.robust_factors, analysed.robust_spans) == ([0.7, 1.0, 1.4], [5, 10, 20])
         assert (analysed.task_window, analysed.robust_window) == {"ppo": (50_000, 50_000), "sac": (6_000, 10_000)}[algo]
+
+
+def test_the_mujoco_comparison_scores_runs_as_rlops_and_applies_the_bound_by_hand(tmp_path):
+    compare = load_script("compare", ROOT / "docs/results/ppo-continuous-mujoco/compare.py")
+    bins = {"bin": 2000, "count": [1] * 60, "return": [float(i) for i in range(60)], "length": [1] * 60}
+
+    def record(env, seed, last_100, method="m"):
+        phases = [{"start": 0, "last_100_episodes": last_100, "solved_at": None}]
+        run = f"{env}__{method}__{seed}__{1000 + seed}"
+        return dict(run=run, env=env, method=method, seed=seed, finished=True, tags={}, episodes=bins, phases=phases)
+
+    records = [record("Hopper-v5", s, v) for s, v in ((1, 2000.0), (2, 2400.0), (3, 2600.0))]
+    records += [record("HalfCheetah-v5", s, v) for s, v in ((1, 1000.0), (2, 1010.0), (3, 990.0))]
+    records += [record("Hopper-v5", 9, -5000.0, method="other")]  # another method: not read
+    series.write(records, tmp_path / "s.jsonl.gz")
+    reference = {"Hopper-v5": (2382.86, 271.74), "HalfCheetah-v5": (1442.64, 46.03)}
+    hopper, cheetah = compare.rows(tmp_path / "s.jsonl.gz", "m", reference)
+    # Hopper by hand: mean 2333.33, std (ddof 0) sqrt(186666.67 / 3) = 249.44; the standard error of the difference
+    # from 93333.33 / 3 (ours, ddof 1) and 271.74^2 * 3/2 / 3 (theirs, ddof 1): 2 x 260.83 = 521.66 > 15% (357.43)
+    assert hopper["mean"] == pytest.approx(2333.333, abs=1e-3) and hopper["std"] == pytest.approx(249.444, abs=1e-3)
+    assert hopper["tolerance"] == pytest.approx(521.66, abs=0.01) and hopper["consistent"]
+    # HalfCheetah: 2 x sqrt(100 / 3 + 46.03^2 / 2) = 66.1 < 15% of 1442.64 = 216.40; 1000 is 442.64 below
+    assert cheetah["tolerance"] == pytest.approx(216.396) and not cheetah["consistent"]
+    assert hopper["last_100k"] == pytest.approx(34.5)  # bins 10-59 of 60 (each one episode returning its index)
+    script = [ROOT / "docs/results/ppo-continuous-mujoco/compare.py", tmp_path / "s.jsonl.gz", "m"]
+    result = forked.run([*script, "Hopper-v5=2382.86,271.74", "HalfCheetah-v5=1442.64,46.03"], ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "| Hopper-v5 | 3 | 2333.33 ± 249.44 | 2382.86 ± 271.74 | -49.53 | 521.66 | yes | 34.50 |" in result.stdout
+    assert "| HalfCheetah-v5 | 3 | 1000.00 ± 8.16 | 1442.64 ± 46.03 | -442.64 | 216.40 | no | 34.50 |" in (
+        result.stdout
+    )
+    bad = forked.run([*script, "Hopper-v5"], ROOT)
+    assert bad.returncode == 1 and bad.stderr.strip() == "error: not ENV=MEAN,STD: 'Hopper-v5'"
+
+
+def test_the_mujoco_plans_compare_the_runs_their_sweeps_label(tmp_path):
+    import shlex
+
+    from common import sweep
+
+    for study, env_args in (
+        ("ppo-continuous-mujoco", ["Hopper-v5=2382.86,271.74", "HalfCheetah-v5=1442.64,46.03"]),
+        ("sac-mujoco", ["Hopper-v5=2310.46,342.82"]),
+    ):
+        plan = (ROOT / f"docs/results/{study}/PLAN.md").read_text().split("## Amendment 1")[1]
+        assert "git worktree add ../study-mujoco fc51022" in plan
+        block = plan.split("```bash")[1].split("```")[0].replace("\\\n", " ").replace("$R", f"docs/results/{study}")
+        commands = [shlex.split(line) for line in block.splitlines() if line.startswith("python")]
+        planned = sweep.parse_args(commands[0][3:])
+        label = sweep.resolve_algo(planned.algos[0].replace("../study-mujoco/", f"{ROOT}/"))[0]
+        assert commands[1][3:] == [
+            "../sweeps/" + Path(planned.out).name,
+            "--out",
+            f"docs/results/{study}/series.jsonl.gz",
+        ]
+        compare = commands[2]
+        assert compare[1:4] == [
+            "docs/results/ppo-continuous-mujoco/compare.py",
+            f"docs/results/{study}/series.jsonl.gz",
+            label,
+        ]
+        assert compare[4:-2] == env_args and [e.split("=")[0] for e in env_args] == planned.envs
 
 
 def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():

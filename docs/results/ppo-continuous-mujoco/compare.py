@@ -1,0 +1,96 @@
+"""A continuous file's returns beside a published table (the measure and the rule of the MuJoCo plans' Amendment 1).
+
+Per run, the mean return of its last 100 training episodes (common.series' `last_100_episodes` of its last phase,
+as openrlbenchmark's `rlops` scores a run for CleanRL's tables); per env, the mean and the standard deviation over
+the runs (numpy's, ddof 0, as `rlops` gives them), beside the table's. **Consistent** when the two means differ by
+at most the larger of 2 standard errors of the difference (each side's spread at ddof 1, over its own runs; the
+table's runs: THEIR_RUNS) and 15% of the table's mean. The mean return of the episodes that end in the run's last
+100k steps is shown beside it, no rule of its own.
+
+    python docs/results/ppo-continuous-mujoco/compare.py docs/results/ppo-continuous-mujoco/series.jsonl.gz \
+        ppo_continuous_poi_ensemble-int-coef-0 Hopper-v5=2382.86,271.74 HalfCheetah-v5=1442.64,46.03
+"""
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from common import series  # noqa: E402
+
+THEIR_RUNS, FLOOR, WINDOW = 3, 0.15, 100_000
+
+
+def tolerance(ours: np.ndarray, their_mean: float, their_std: float) -> float:
+    """The rule's bound on |our mean - their mean|."""
+    spread = ours.std(ddof=1) ** 2 / len(ours) + their_std**2 * THEIR_RUNS / (THEIR_RUNS - 1) / THEIR_RUNS
+    return max(2 * math.sqrt(spread), FLOOR * abs(their_mean))
+
+
+def last_window(bins: dict) -> float:
+    """The mean return of the episodes logged in the run's last WINDOW steps (to the series' bin of 2,000 steps)."""
+    end = bins["bin"] * len(bins["count"])
+    return series.window_mean(bins, end - WINDOW, end)
+
+
+def rows(path: Path, method: str, reference: dict[str, tuple[float, float]]) -> list[dict]:
+    """One row per env of `reference`: our runs' measure beside the table's and the verdict."""
+    runs = [rec for rec in series.read(path) if rec["method"] == method and rec["finished"]]
+    out = []
+    for env, (their_mean, their_std) in reference.items():
+        mine = [rec for rec in runs if rec["env"] == env]
+        if len(mine) < 2:
+            raise ValueError(f"{len(mine)} finished run(s) of {method} on {env} in {path}: the rule needs 2 or more")
+        ours = np.array([rec["phases"][-1]["last_100_episodes"] for rec in mine], dtype=float)
+        last = [last_window(rec["episodes"]) for rec in mine]
+        bound = tolerance(ours, their_mean, their_std)
+        out.append(
+            dict(
+                env=env,
+                runs=len(ours),
+                mean=float(ours.mean()),
+                std=float(ours.std()),
+                their_mean=their_mean,
+                their_std=their_std,
+                difference=float(ours.mean() - their_mean),
+                tolerance=bound,
+                consistent=bool(abs(ours.mean() - their_mean) <= bound),
+                last_100k=float(np.mean(last)),
+            )
+        )
+    return out
+
+
+def main(argv: list[str]) -> int:
+    try:
+        if len(argv) < 3:
+            raise ValueError("usage: compare.py SERIES METHOD ENV=MEAN,STD [ENV=MEAN,STD ...]")
+        reference = {}
+        for item in argv[2:]:
+            env, _, numbers = item.partition("=")
+            try:
+                their_mean, their_std = (float(x) for x in numbers.split(","))
+            except ValueError:
+                raise ValueError(f"not ENV=MEAN,STD: {item!r}") from None
+            reference[env] = (their_mean, their_std)
+        table = rows(Path(argv[0]), argv[1], reference)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print("| env | runs | ours: last 100 episodes, mean ± std | the table | difference | bound | consistent | ", end="")
+    print("ours: last 100k steps |")
+    print("|-|-|-|-|-|-|-|-|")
+    for r in table:
+        print(
+            f"| {r['env']} | {r['runs']} | {r['mean']:.2f} ± {r['std']:.2f} | {r['their_mean']:.2f} ± "
+            f"{r['their_std']:.2f} | {r['difference']:+.2f} | {r['tolerance']:.2f} | "
+            f"{'yes' if r['consistent'] else 'no'} | {r['last_100k']:.2f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
