@@ -1010,6 +1010,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--task-window, --comparisons and --robust-window must be at least 1")
         if not all(f > 0 for f in args.robust_factors) or not all(n >= 1 for n in args.robust_spans):
             raise ValueError("--robust-factors must be positive and --robust-spans at least 1")
+        if 1.0 not in args.robust_factors:  # the pre-registered reading is the factor 1 at --span
+            raise ValueError("--robust-factors must include 1 (the pre-registered threshold)")
         runs, notes = find_runs(args.folders)
         if args.methods is not None:
             unknown = sorted(set(args.methods) - {run.method for run in runs})

@@ -293,43 +293,37 @@ def test_the_robustness_readings_are_those_their_flags_name(tmp_path):
         assert result.returncode == 1 and result.stderr.strip() == (
             "error: --robust-factors must be positive and --robust-spans at least 1"
         )
+    result = analyse(str(tmp_path / "runs"), *flags, "--robust-factors", "0.5", "2")
+    assert result.stderr.strip() == "error: --robust-factors must include 1 (the pre-registered threshold)"
 
 
 def test_the_continuous_studys_thresholds_come_from_f1s_first_phase_alone(tmp_path):
+    """threshold.py: 3 x the IQM over F1's runs of each loss's median over the second half of the first phase's
+    evaluations, rounded up to 2 digits; the first half (high: an untrained model) and other arms never count."""
     threshold = load_script("threshold", ROOT / "docs/results/continuous-interest/threshold.py")
     assert [threshold.round_up(v) for v in (0.0012301, 0.0013, 2.0, 123.0, 9.96)] == [0.0013, 0.0013, 2.0, 130.0, 10.0]
-    for seed in (1, 2, 3, 4):
-        write_run(tmp_path / "runs", "f1", seed, 5_000, 0.9)
-        with SummaryWriter(tmp_path / f"runs/ColorDoorKey-6x6__other__{seed}__{2000 + seed}") as writer:
-            for step in range(1000, 101_000, 1000):  # another arm, its losses 100x lower: never read
-                writer.add_scalar("charts/phase", int(step > 50_000), step)
+
+    def write(method, seed, before, after):
+        run_dir = tmp_path / f"runs/PendulumMotorChange-v1__{method}__{seed}__{1000 + seed}"
+        with SummaryWriter(run_dir) as writer:
+            for i, value in enumerate([*before, *after]):
+                writer.add_scalar("charts/phase", int(i >= len(before)), 1000 * (i + 1))
                 for tag in ("train_loss", "eval_loss", "eval_loss_changed"):
-                    writer.add_scalar(f"external_model/{tag}", 0.001, step)
-        (tmp_path / f"runs/ColorDoorKey-6x6__other__{seed}__{2000 + seed}/finished.json").write_text("{}")
+                    writer.add_scalar(f"external_model/{tag}", value, 1000 * (i + 1))
+        (run_dir / "finished.json").write_text("{}")
+
+    for seed in (1, 2, 3, 4):  # F1's second half: 0.1 + 0.001 i + 0.0001 seed, i = 25..49: its median at i = 37
+        write("f1", seed, [1.0] * 25 + [0.1 + 0.001 * i + 0.0001 * seed for i in range(25, 50)], [5.0] * 20)
+        write("other", seed, [0.001] * 50, [0.001] * 20)  # another arm, 100x lower: never read
     made = forked.run(["-m", "common.series", tmp_path / "runs", "--out", tmp_path / "s.jsonl.gz"], ROOT)
     assert made.returncode == 0, made.stderr
-    lowest = {"train": [], "eval": [], "changed": []}
-    for rec in series.read(tmp_path / "s.jsonl.gz"):
-        if rec["method"] != "f1":
-            continue
-        change = min(step for step, phase in rec["scalars"]["charts/phase"] if phase == 1)  # 51,000
-        for kind, tag in (("train", "train_loss"), ("eval", "eval_loss"), ("changed", "eval_loss_changed")):
-            level, smoothed = None, []
-            for step, value in rec["scalars"][f"external_model/{tag}"]:
-                if step < change:  # a plain loop: EMA of span 10 from the first value
-                    level = value if level is None else level + 2 / 11 * (value - level)
-                    smoothed.append(level)
-            lowest[kind].append(min(smoothed))
-    expected = {kind: threshold.round_up(3 * np.mean(sorted(v)[1:3])) for kind, v in lowest.items()}  # IQM of 4
-    assert threshold.thresholds(tmp_path / "s.jsonl.gz", "f1") == expected
-    assert 0.3 <= expected["changed"] <= 0.34  # phase 0's losses are 0.1-0.11 (the other arm's would give 0.003)
-    result = forked.run(
-        [str(ROOT / "docs/results/continuous-interest/threshold.py"), tmp_path / "s.jsonl.gz", "nope"], ROOT
-    )
-    assert (
-        result.returncode == 1
-        and result.stderr.strip() == f"error: no finished runs of nope in {tmp_path / 's.jsonl.gz'}"
-    )
+    # by hand: medians 0.1371-0.1374, their IQM (the middle two of 4) 0.13725, x3 = 0.41175, rounded up: 0.42
+    assert threshold.thresholds(tmp_path / "s.jsonl.gz", "f1") == {"train": 0.42, "eval": 0.42, "changed": 0.42}
+    result = forked.run([ROOT / "docs/results/continuous-interest/threshold.py", tmp_path / "s.jsonl.gz", "f1"], ROOT)
+    assert result.stdout == "--train-threshold 0.42 --eval-threshold 0.42 --changed-threshold 0.42\n"
+    assert result.stderr == "threshold.py: 4 finished runs of f1\n"
+    result = forked.run([ROOT / "docs/results/continuous-interest/threshold.py", tmp_path / "s.jsonl.gz", "nope"], ROOT)
+    assert result.returncode == 1 and result.stderr == f"error: no finished runs of nope in {tmp_path / 's.jsonl.gz'}\n"
 
 
 def test_the_continuous_studys_commands_parse_and_name_its_arms():
@@ -349,7 +343,7 @@ def test_the_continuous_studys_commands_parse_and_name_its_arms():
         ("TP", "TS"), "--train-threshold 1 --eval-threshold 1 --changed-threshold 1"
     )
     values = dict(fixed)
-    sweeps, analyses = [], []
+    sweeps, analyses, thresholds = [], [], []
     for line in block.splitlines():
         line = line.split("#")[0].strip()
         if re.fullmatch(r"[A-Z]+=[^$(]*", line):
@@ -358,11 +352,13 @@ def test_the_continuous_studys_commands_parse_and_name_its_arms():
                 values[name] = value.strip('"')
             continue
         line = re.sub(r"\$(\w+)", lambda m: values.get(m[1], m[0]), line)
-        if line.startswith("python -m common.sweep"):
+        if match := re.fullmatch(r"T[PS]=\$\(python (\S+) (\S+) (\S+)\) \|\| exit 1", line):
+            thresholds.append(match.groups())
+        elif line.startswith("python -m common.sweep"):
             sweeps.append(sweep.parse_args(shlex.split(line)[3:]))
         elif line.startswith("python -m common.analyze"):
             analyses.append(analyze.parse_args(shlex.split(line)[3:]))
-    assert len(sweeps) == len(analyses) == 2
+    assert len(sweeps) == len(analyses) == len(thresholds) == 2
     arms = {
         "ppo": ("--int-coef 0", "--int-coef 0 --ent-coef 0.01", "--interest noise", ""),
         "sac": (
@@ -372,7 +368,9 @@ def test_the_continuous_studys_commands_parse_and_name_its_arms():
             "--int-coef 0.1",
         ),
     }
-    for (algo, own), planned, analysed in zip(arms.items(), sweeps, analyses):
+    for (algo, own), planned, analysed, (script, series_file, f1_label) in zip(
+        arms.items(), sweeps, analyses, thresholds
+    ):
         file = {"ppo": "ppo_continuous_poi_ensemble", "sac": "sac_forward_model"}[algo]
         assert planned.algos == [f"{ROOT}/algos/{file}.py {flags}".strip() for flags in own] and planned.seeds == list(
             range(801, 811)
@@ -383,8 +381,11 @@ def test_the_continuous_studys_commands_parse_and_name_its_arms():
                 assert flag.replace("-", "_").removeprefix("no_") in fields, flag
         f1, f2, f3, i1 = (sweep.resolve_algo(spec)[0] for spec in planned.algos)
         assert (analysed.baseline, analysed.frontier, analysed.judge) == (f1, [f1, f2, f3], [i1])
+        assert [Path(f) for f in (script, series_file)] == [Path(values["R"]) / "threshold.py", *analysed.folders]
+        assert f1_label == f1 and analysed.folders == [Path(values["R"]) / f"{algo}-series.jsonl.gz"]
+        assert Path(analysed.out) == Path(values["R"]) / algo
         assert (analysed.span, analysed.comparisons, analysed.frontier_loss) == (10, 2, "changed")
-        assert (analysed.robust_factors, analysed.robust_spans) == ([0.7, 1.0, 1.4], [5, 10, 20])
+        assert (analysed.robust_factors, analysed.robust_spans) == ([0.75, 1.0, 1.33], [5, 10, 20])
         assert (analysed.task_window, analysed.robust_window) == {"ppo": (50_000, 50_000), "sac": (6_000, 10_000)}[algo]
 
 
@@ -404,16 +405,17 @@ def test_the_mujoco_comparison_scores_runs_as_rlops_and_applies_the_bound_by_han
     reference = {"Hopper-v5": (2382.86, 271.74), "HalfCheetah-v5": (1442.64, 46.03)}
     hopper, cheetah = compare.rows(tmp_path / "s.jsonl.gz", "m", reference)
     # Hopper by hand: mean 2333.33, std (ddof 0) sqrt(186666.67 / 3) = 249.44; the standard error of the difference
-    # from 93333.33 / 3 (ours, ddof 1) and 271.74^2 * 3/2 / 3 (theirs, ddof 1): 2 x 260.83 = 521.66 > 15% (357.43)
+    # from the table's spread alone: 271.74^2 * 3/2 (ddof 1) * (1/3 + 1/3) = 271.74^2: 2 x 271.74 > 15% (357.43)
     assert hopper["mean"] == pytest.approx(2333.333, abs=1e-3) and hopper["std"] == pytest.approx(249.444, abs=1e-3)
-    assert hopper["tolerance"] == pytest.approx(521.66, abs=0.01) and hopper["consistent"]
-    # HalfCheetah: 2 x sqrt(100 / 3 + 46.03^2 / 2) = 66.1 < 15% of 1442.64 = 216.40; 1000 is 442.64 below
+    assert hopper["tolerance"] == pytest.approx(543.48) and hopper["consistent"]
+    assert compare.tolerance(6, 2382.86, 271.74) == pytest.approx(2 * 271.74 * (1.5 * (1 / 3 + 1 / 6)) ** 0.5)
+    # HalfCheetah: 2 x 46.03 = 92.06 < 15% of 1442.64 = 216.40; 1000 is 442.64 below
     assert cheetah["tolerance"] == pytest.approx(216.396) and not cheetah["consistent"]
     assert hopper["last_100k"] == pytest.approx(34.5)  # bins 10-59 of 60 (each one episode returning its index)
     script = [ROOT / "docs/results/ppo-continuous-mujoco/compare.py", tmp_path / "s.jsonl.gz", "m"]
     result = forked.run([*script, "Hopper-v5=2382.86,271.74", "HalfCheetah-v5=1442.64,46.03"], ROOT)
     assert result.returncode == 0, result.stderr
-    assert "| Hopper-v5 | 3 | 2333.33 ± 249.44 | 2382.86 ± 271.74 | -49.53 | 521.66 | yes | 34.50 |" in result.stdout
+    assert "| Hopper-v5 | 3 | 2333.33 ± 249.44 | 2382.86 ± 271.74 | -49.53 | 543.48 | yes | 34.50 |" in result.stdout
     assert "| HalfCheetah-v5 | 3 | 1000.00 ± 8.16 | 1442.64 ± 46.03 | -442.64 | 216.40 | no | 34.50 |" in (
         result.stdout
     )

@@ -1,7 +1,9 @@
 """The continuous interest study's thresholds (PLAN.md, Amendment 1), from F1's runs alone and from their first
-phase alone, before any other arm is read: for each loss, FACTOR x the IQM over F1's finished runs of its lowest
-smoothed value (EMA span SPAN, as common.analyze smooths it) before the change, rounded up to 2 significant digits.
-Prints them as common.analyze's flags; the changed loss's is T, the one the verdict reads.
+phase alone, before any other arm is read: for each loss, FACTOR x the IQM over F1's finished runs of its level
+before the change (the median of its logged values over the second half of the first phase's evaluations: SAC's
+first phase has 20, and an average seeded with the first, untrained one stays above the level), rounded up to 2
+significant digits. Prints them as common.analyze's flags (and on stderr how many runs gave them); the changed
+loss's is T, the one the verdict reads.
 
     python docs/results/continuous-interest/threshold.py docs/results/continuous-interest/ppo-series.jsonl.gz \
         ppo_continuous_poi_ensemble-int-coef-0
@@ -11,13 +13,14 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 from rliable import metrics
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from common import analyze  # noqa: E402
 
-FACTOR, SPAN = 3.0, 10
+FACTOR = 3.0
 
 
 def round_up(value: float, digits: int = 2) -> float:
@@ -32,7 +35,7 @@ def thresholds(series: Path, f1: str) -> dict[str, float]:
     runs = [run for run in runs if run.method == f1 and run.finished]
     if not runs:
         raise ValueError(f"no finished runs of {f1} in {series}")
-    lowest = {kind: [] for kind in analyze.LOSSES}
+    levels = {kind: [] for kind in analyze.LOSSES}
     for run in runs:
         starts = analyze.phase_starts(run.scalars)
         if len(starts) < 2:
@@ -41,8 +44,9 @@ def thresholds(series: Path, f1: str) -> dict[str, float]:
             _, values = analyze.in_phase(run.scalars.get(tag, []), starts[0], starts[1])  # the first phase
             if len(values) == 0:
                 raise ValueError(f"{run.path.name} logged no {tag} before the change")
-            lowest[kind].append(float(analyze.ema(values, SPAN).min()))
-    return {kind: round_up(FACTOR * metrics.aggregate_iqm(values)) for kind, values in lowest.items()}
+            levels[kind].append(float(np.median(values[len(values) // 2 :])))
+    print(f"threshold.py: {len(runs)} finished runs of {f1}", file=sys.stderr)
+    return {kind: round_up(FACTOR * metrics.aggregate_iqm(values)) for kind, values in levels.items()}
 
 
 def main(argv: list[str]) -> int:

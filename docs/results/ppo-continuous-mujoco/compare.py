@@ -3,9 +3,10 @@
 Per run, the mean return of its last 100 training episodes (common.series' `last_100_episodes` of its last phase,
 as openrlbenchmark's `rlops` scores a run for CleanRL's tables); per env, the mean and the standard deviation over
 the runs (numpy's, ddof 0, as `rlops` gives them), beside the table's. **Consistent** when the two means differ by
-at most the larger of 2 standard errors of the difference (each side's spread at ddof 1, over its own runs; the
-table's runs: THEIR_RUNS) and 15% of the table's mean. The mean return of the episodes that end in the run's last
-100k steps is shown beside it, no rule of its own.
+at most the larger of 2 standard errors of the difference and 15% of the table's mean, the standard error taken
+from the table's spread alone (at ddof 1, over its THEIR_RUNS runs and as many as ours), so that a noisier set of
+our runs does not widen the bound. The mean return of the episodes that end in the run's last 100k steps is shown
+beside it, no rule of its own.
 
     python docs/results/ppo-continuous-mujoco/compare.py docs/results/ppo-continuous-mujoco/series.jsonl.gz \
         ppo_continuous_poi_ensemble-int-coef-0 Hopper-v5=2382.86,271.74 HalfCheetah-v5=1442.64,46.03
@@ -24,10 +25,10 @@ from common import series  # noqa: E402
 THEIR_RUNS, FLOOR, WINDOW = 3, 0.15, 100_000
 
 
-def tolerance(ours: np.ndarray, their_mean: float, their_std: float) -> float:
-    """The rule's bound on |our mean - their mean|."""
-    spread = ours.std(ddof=1) ** 2 / len(ours) + their_std**2 * THEIR_RUNS / (THEIR_RUNS - 1) / THEIR_RUNS
-    return max(2 * math.sqrt(spread), FLOOR * abs(their_mean))
+def tolerance(runs: int, their_mean: float, their_std: float) -> float:
+    """The rule's bound on |our mean - their mean| for `runs` of ours, from the table's mean and its ddof-0 std."""
+    variance = their_std**2 * THEIR_RUNS / (THEIR_RUNS - 1)  # at ddof 1
+    return max(2 * math.sqrt(variance * (1 / THEIR_RUNS + 1 / runs)), FLOOR * abs(their_mean))
 
 
 def last_window(bins: dict) -> float:
@@ -46,7 +47,7 @@ def rows(path: Path, method: str, reference: dict[str, tuple[float, float]]) -> 
             raise ValueError(f"{len(mine)} finished run(s) of {method} on {env} in {path}: the rule needs 2 or more")
         ours = np.array([rec["phases"][-1]["last_100_episodes"] for rec in mine], dtype=float)
         last = [last_window(rec["episodes"]) for rec in mine]
-        bound = tolerance(ours, their_mean, their_std)
+        bound = tolerance(len(ours), their_mean, their_std)
         out.append(
             dict(
                 env=env,
