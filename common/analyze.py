@@ -994,7 +994,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         nargs="+",
         type=int,
         default=list(Robustness.spans),
-        help="robustness: the EMA spans at which re-learning is read again (--span's own is the pre-registered one)",
+        help="robustness: the EMA spans at which re-learning is read again (--span's own, listed or not, is the "
+        "pre-registered reading)",
     )
     return parser.parse_args(argv)
 
@@ -1012,6 +1013,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--robust-factors must be positive and --robust-spans at least 1")
         if 1.0 not in args.robust_factors:  # the pre-registered reading is the factor 1 at --span
             raise ValueError("--robust-factors must include 1 (the pre-registered threshold)")
+        for flag, values in (("--robust-factors", args.robust_factors), ("--robust-spans", args.robust_spans)):
+            if len(set(values)) != len(values):
+                raise ValueError(f"{flag} names a value twice: {' '.join(f'{v:g}' for v in values)}")
         runs, notes = find_runs(args.folders)
         if args.methods is not None:
             unknown = sorted(set(args.methods) - {run.method for run in runs})

@@ -194,9 +194,10 @@ class Progress:
             eta_text = time.strftime("%H:%M:%S", time.gmtime(eta))
         else:
             eta_text = "-"
+        not_started = f" | not started {self.not_started}" if self.not_started else ""
         return (
             f"[sweep] done {self.done + self.skipped}/{self.total} (skipped {self.skipped}) | "
-            f"running {self.running} | failed {self.failed} | ETA {eta_text}"
+            f"running {self.running} | failed {self.failed}{not_started} | ETA {eta_text}"
         )
 
 
@@ -321,8 +322,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=None,
         metavar="MINUTES",
-        help="start runs only this many minutes from now; the runs under way then finish, the others wait for the "
-        "next start (a machine lent for a set time: no run cut short at its end)",
+        help="start runs only this many minutes from now (by the clock of the machine that would start each run); "
+        "the runs under way then finish, the others wait for the next start",
     )
     parser.add_argument(
         "--done",
@@ -391,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         failed = sorted(p.name[: -len(".failed.json")] for p in (out / "logs").glob("*.failed.json"))
         print(f"[sweep] {progress.failed} run(s) failed: {' '.join(failed)}; start the sweep again to retry them")
     if progress.not_started:
+        progress.running = 0
+        print(progress.line())
         print(
             f"[sweep] {progress.not_started} run(s) not started: their turn came after --start-for "
             f"{args.start_for:g} min; start the sweep again to go on"

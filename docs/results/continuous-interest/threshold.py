@@ -1,7 +1,7 @@
 """The continuous interest study's thresholds (PLAN.md, Amendment 1), from F1's runs alone and from their first
 phase alone, before any other arm is read: for each loss, FACTOR x the IQM over F1's finished runs of its level
-before the change (the median of its logged values over the second half of the first phase's evaluations: SAC's
-first phase has 20, and an average seeded with the first, untrained one stays above the level), rounded up to 2
+before the change (`level`: the median of its logged values over the second half of the first phase's evaluations;
+SAC's first phase has 20, and an average seeded with the first, untrained one stays above the level), rounded up to 2
 significant digits. Prints them as common.analyze's flags (and on stderr how many runs gave them); the changed
 loss's is T, the one the verdict reads.
 
@@ -29,6 +29,11 @@ def round_up(value: float, digits: int = 2) -> float:
     return float(f"{math.ceil(round(value / unit, 6)) * unit:.{digits}g}")
 
 
+def level(values: np.ndarray) -> float:
+    """The median of the last ceil(n/2) of a phase's n values (an odd count keeps the middle one)."""
+    return float(np.median(values[len(values) // 2 :]))
+
+
 def thresholds(series: Path, f1: str) -> dict[str, float]:
     """{loss kind: threshold} from the first phase of `f1`'s finished runs in `series`."""
     runs, _ = analyze.find_runs([series])
@@ -44,7 +49,7 @@ def thresholds(series: Path, f1: str) -> dict[str, float]:
             _, values = analyze.in_phase(run.scalars.get(tag, []), starts[0], starts[1])  # the first phase
             if len(values) == 0:
                 raise ValueError(f"{run.path.name} logged no {tag} before the change")
-            levels[kind].append(float(np.median(values[len(values) // 2 :])))
+            levels[kind].append(level(values))
     print(f"threshold.py: {len(runs)} finished runs of {f1}", file=sys.stderr)
     return {kind: round_up(FACTOR * metrics.aggregate_iqm(values)) for kind, values in levels.items()}
 

@@ -32,19 +32,28 @@ def tolerance(runs: int, their_mean: float, their_std: float) -> float:
 
 
 def last_window(bins: dict) -> float:
-    """The mean return of the episodes logged in the run's last WINDOW steps (to the series' bin of 2,000 steps)."""
+    """The mean return of the episodes logged in the run's last WINDOW steps, counted from the end of the bin of its
+    last episode (the series' bins are 2,000 steps: up to one bin short of WINDOW from the run's last step)."""
     end = bins["bin"] * len(bins["count"])
     return series.window_mean(bins, end - WINDOW, end)
 
 
 def rows(path: Path, method: str, reference: dict[str, tuple[float, float]]) -> list[dict]:
     """One row per env of `reference`: our runs' measure beside the table's and the verdict."""
-    runs = [rec for rec in series.read(path) if rec["method"] == method and rec["finished"]]
+    if not path.is_file():
+        raise ValueError(f"no series file at {path}")
+    try:
+        records = series.read(path)
+    except (OSError, EOFError, ValueError) as error:  # not gzip, cut short, not JSON lines
+        raise ValueError(f"{path} is not a series file (common.series): {error}") from None
+    runs = [rec for rec in records if rec["method"] == method and rec["finished"]]
     out = []
     for env, (their_mean, their_std) in reference.items():
         mine = [rec for rec in runs if rec["env"] == env]
         if len(mine) < 2:
             raise ValueError(f"{len(mine)} finished run(s) of {method} on {env} in {path}: the rule needs 2 or more")
+        if any(rec["phases"][-1]["last_100_episodes"] is None for rec in mine):
+            raise ValueError(f"a run of {method} on {env} logged no episode")
         ours = np.array([rec["phases"][-1]["last_100_episodes"] for rec in mine], dtype=float)
         last = [last_window(rec["episodes"]) for rec in mine]
         bound = tolerance(len(ours), their_mean, their_std)
