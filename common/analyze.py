@@ -1014,7 +1014,7 @@ def main(argv: list[str] | None = None) -> int:
         if 1.0 not in args.robust_factors:  # the pre-registered reading is the factor 1 at --span
             raise ValueError("--robust-factors must include 1 (the pre-registered threshold)")
         for flag, values in (("--robust-factors", args.robust_factors), ("--robust-spans", args.robust_spans)):
-            if len(set(values)) != len(values):
+            if len({f"{v:g}" for v in values}) != len(values):  # as the readings name them
                 raise ValueError(f"{flag} names a value twice: {' '.join(f'{v:g}' for v in values)}")
         runs, notes = find_runs(args.folders)
         if args.methods is not None:

@@ -189,7 +189,9 @@ class Progress:
 
     def line(self) -> str:
         left = self.total - self.skipped - self.done - self.failed - self.not_started
-        if self.durations:  # the mean run time so far, spread over the workers
+        if self.not_started:  # the runs left wait for the next start
+            eta_text = "-"
+        elif self.durations:  # the mean run time so far, spread over the workers
             eta = sum(self.durations) / len(self.durations) * left / self.workers
             eta_text = time.strftime("%H:%M:%S", time.gmtime(eta))
         else:

@@ -301,6 +301,8 @@ def test_the_robustness_readings_are_those_their_flags_name(tmp_path):
     assert result.stderr.strip() == "error: --robust-factors must include 1 (the pre-registered threshold)"
     result = analyse(str(tmp_path / "runs"), *flags, "--robust-spans", "5", "5")
     assert result.returncode == 1 and result.stderr.strip() == "error: --robust-spans names a value twice: 5 5"
+    result = analyse(str(tmp_path / "runs"), *flags, "--robust-factors", "1", "1.0000001")  # both read "x1"
+    assert result.returncode == 1 and result.stderr.strip() == "error: --robust-factors names a value twice: 1 1"
 
 
 def test_the_continuous_studys_thresholds_come_from_f1s_first_phase_alone(tmp_path):
@@ -433,7 +435,11 @@ def test_the_mujoco_comparison_scores_runs_as_rlops_and_applies_the_bound_by_han
     (tmp_path / "text.jsonl.gz").write_text("not gzip")
     for path, message in ((tmp_path / "nope.jsonl.gz", "no series file at"), (tmp_path / "text.jsonl.gz", "is not a")):
         bad = forked.run([script[0], path, "m", "Hopper-v5=1,1"], ROOT)
-        assert bad.returncode == 1 and bad.stderr.startswith(f"error: ") and message in bad.stderr
+        assert bad.returncode == 1 and bad.stderr.startswith("error: ") and message in bad.stderr
+    records[0]["phases"] = [{"start": 0, "last_100_episodes": None, "solved_at": None}]  # a run with no episode
+    series.write(records, tmp_path / "none.jsonl.gz")
+    bad = forked.run([script[0], tmp_path / "none.jsonl.gz", "m", "Hopper-v5=1,1"], ROOT)
+    assert bad.returncode == 1 and bad.stderr == "error: Hopper-v5__m__1__1001 logged no episode\n"
 
 
 def test_the_mujoco_plans_compare_the_runs_their_sweeps_label(tmp_path):

@@ -115,7 +115,7 @@ def test_start_for_starts_no_run_after_its_minutes_and_the_next_start_goes_on(tm
     assert "failed 0" in first.stdout and "FAILED" not in first.stdout
     assert [p.name for p in (tmp_path / "sw/logs").iterdir()] == ["E__fake_algo__1.log"]
     assert [p.name.split("__")[2] for p in (tmp_path / "sw/runs").iterdir()] == ["1"]
-    assert first.stdout.splitlines()[-2].endswith("running 0 | failed 0 | not started 2 | ETA 00:00:00")
+    assert first.stdout.splitlines()[-2].endswith("running 0 | failed 0 | not started 2 | ETA -")
     again = run_sweep(tmp_path, "--seeds", "1", "2", "3", "--workers", "1")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "skip E__fake_algo__1" in again.stdout and "done 3/3 (skipped 1)" in again.stdout
@@ -129,12 +129,12 @@ def test_sweep_on_a_local_ray_instance(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "finished E__fake_algo__1" in result.stdout and "finished E__fake_algo__2" in result.stdout
     assert sorted(p.name.split("__")[2] for p in (tmp_path / "sw/runs").iterdir()) == ["1", "2"]
-    # --start-for on Ray: one CPU, runs of 15 s, a window of 12 s (Ray takes a few to start): seed 3 starts, seed 4
-    # comes after it and never starts
-    cmd = ("--seeds", "1", "2", "3", "4", "--workers", "1", "--backend", "ray", "--extra", "--sleep 15", "--start-for")
-    late = run_sweep(tmp_path, *cmd, "0.2", fresh=True)
+    # --start-for on Ray: one CPU, runs of 25 s, a window of 24 s (Ray takes a few to start): one of seeds 3 and 4
+    # starts, the other's turn comes after it and it never starts
+    cmd = ("--seeds", "1", "2", "3", "4", "--workers", "1", "--backend", "ray", "--extra", "--sleep 25", "--start-for")
+    late = run_sweep(tmp_path, *cmd, "0.4", fresh=True)
     assert late.returncode == 1 and "1 run(s) not started" in late.stdout, late.stdout + late.stderr
-    assert sorted(p.name.split("__")[2] for p in (tmp_path / "sw/runs").iterdir()) == ["1", "2", "3"]
+    assert len(list((tmp_path / "sw/runs").iterdir())) == 3
 
 
 def test_sweep_plans_labels_and_rejects_bad_input(tmp_path):

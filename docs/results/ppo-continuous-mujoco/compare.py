@@ -46,14 +46,18 @@ def rows(path: Path, method: str, reference: dict[str, tuple[float, float]]) -> 
         records = series.read(path)
     except (OSError, EOFError, ValueError) as error:  # not gzip, cut short, not JSON lines
         raise ValueError(f"{path} is not a series file (common.series): {error}") from None
-    runs = [rec for rec in records if rec["method"] == method and rec["finished"]]
+    try:
+        runs = [rec for rec in records if rec["method"] == method and rec["finished"]]
+    except (KeyError, TypeError):
+        raise ValueError(f"{path} is not a series file (common.series): a record without its method") from None
     out = []
     for env, (their_mean, their_std) in reference.items():
         mine = [rec for rec in runs if rec["env"] == env]
         if len(mine) < 2:
             raise ValueError(f"{len(mine)} finished run(s) of {method} on {env} in {path}: the rule needs 2 or more")
-        if any(rec["phases"][-1]["last_100_episodes"] is None for rec in mine):
-            raise ValueError(f"a run of {method} on {env} logged no episode")
+        for rec in mine:
+            if rec["phases"][-1]["last_100_episodes"] is None:
+                raise ValueError(f"{rec['run']} logged no episode")
         ours = np.array([rec["phases"][-1]["last_100_episodes"] for rec in mine], dtype=float)
         last = [last_window(rec["episodes"]) for rec in mine]
         bound = tolerance(len(ours), their_mean, their_std)
