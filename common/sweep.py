@@ -189,12 +189,10 @@ class Progress:
 
     def line(self) -> str:
         left = self.total - self.skipped - self.done - self.failed - self.not_started
-        if self.not_started:  # the runs left wait for the next start
-            eta_text = "-"
-        elif self.durations:  # the mean run time so far, spread over the workers
+        if self.durations and not self.not_started:  # the mean run time so far, spread over the workers
             eta = sum(self.durations) / len(self.durations) * left / self.workers
             eta_text = time.strftime("%H:%M:%S", time.gmtime(eta))
-        else:
+        else:  # nothing to go by, or the runs left wait for the next start
             eta_text = "-"
         not_started = f" | not started {self.not_started}" if self.not_started else ""
         return (
@@ -394,7 +392,6 @@ def main(argv: list[str] | None = None) -> int:
         failed = sorted(p.name[: -len(".failed.json")] for p in (out / "logs").glob("*.failed.json"))
         print(f"[sweep] {progress.failed} run(s) failed: {' '.join(failed)}; start the sweep again to retry them")
     if progress.not_started:
-        progress.running = 0
         print(progress.line())
         print(
             f"[sweep] {progress.not_started} run(s) not started: their turn came after --start-for "

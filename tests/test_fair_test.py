@@ -344,11 +344,9 @@ def test_the_continuous_studys_commands_parse_and_name_its_arms():
 
     from common import sweep
 
-    plan = (ROOT / "docs/results/continuous-interest/PLAN.md").read_text()
-    block = plan.split("## Amendment 1")[1].split("```bash")[1].split("```")[0].replace("\\\n", " ")
-    assert (
-        "S=../study-cont/algos" in block and "git worktree add ../study-cont f7340be" in plan.split("## Amendment 1")[1]
-    )
+    section, block = amendment(ROOT / "docs/results/continuous-interest/PLAN.md", "## Amendment 1")
+    block = block.replace("\\\n", " ")
+    assert "S=../study-cont/algos" in block and "git worktree add ../study-cont f7340be" in section
     fixed = {"S": f"{ROOT}/algos"} | dict.fromkeys(
         ("TP", "TS"), "--train-threshold 1 --eval-threshold 1 --changed-threshold 1"
     )
@@ -451,9 +449,9 @@ def test_the_mujoco_plans_compare_the_runs_their_sweeps_label(tmp_path):
         ("ppo-continuous-mujoco", ["Hopper-v5=2382.86,271.74", "HalfCheetah-v5=1442.64,46.03"]),
         ("sac-mujoco", ["Hopper-v5=2310.46,342.82"]),
     ):
-        plan = (ROOT / f"docs/results/{study}/PLAN.md").read_text().split("## Amendment 1")[1]
-        assert "git worktree add ../study-mujoco fc51022" in plan
-        block = plan.split("```bash")[1].split("```")[0].replace("\\\n", " ").replace("$R", f"docs/results/{study}")
+        section, block = amendment(ROOT / f"docs/results/{study}/PLAN.md", "## Amendment 1")
+        assert "git worktree add ../study-mujoco fc51022" in section
+        block = block.replace("\\\n", " ").replace("$R", f"docs/results/{study}")
         lines = [line for line in block.splitlines() if line.startswith("python")]
         assert lines[0].endswith(" || exit 1")  # the series and the comparison wait for a sweep that finished
         commands = [shlex.split(line.removesuffix(" || exit 1")) for line in lines]
@@ -497,6 +495,12 @@ def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
 # the first DIAYN probe's rule, which the later probes' choose.py apply to their own ways: pinned by its hash
 FIRST_PROBE_RULE = ROOT / "docs/results/diayn-ways-8x8/choose.py"
 FIRST_PROBE_RULE_SHA256 = "b7080116e96fc6ef6e48978e92e3ca3bf7b1bc5e3fef30a481855cfc6e721ec8"
+
+
+def amendment(plan: Path, heading: str) -> tuple[str, str]:
+    """A study plan's amendment (its text from `heading` on) and the first bash block in it."""
+    section = plan.read_text().split(heading)[1]
+    return section, section.split("```bash")[1].split("```")[0]
 
 
 def load_script(name: str, path):
@@ -1310,7 +1314,7 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     assert set(verdict.FLAGS) == {*ways, stronger}
     printed = forked.run([script, "--flags", way_line], tmp_path)
     assert (printed.returncode, printed.stdout) == (0, "--skill-then-task --diayn-coef 2\n"), printed.stderr
-    amended = (script.parent / "PLAN.md").read_text().split("## Amendment 3")[1].split("```bash")[1].split("```")[0]
+    _, amended = amendment(script.parent / "PLAN.md", "## Amendment 3")
     lines = [" ".join(line.split("#")[0].split()) for line in amended.splitlines()]
     assert "KD=../study-diayn8t/algos" in lines and "git worktree add ../study-diayn8t 1143078" in amended
     assert "WAY=$(python docs/results/diayn-stronger-skills-8x8/choose.py | tail -1) || exit 1" in lines
