@@ -130,7 +130,8 @@ RANGES = {
         "torch_threads model_hidden_sizes eval_every eval_steps eval_episode_steps"
     ),
     "(0, inf)": "learning_rate clip_coef max_grad_norm target_kl model_learning_rate",
-    "[0, inf)": "seed checkpoint_every ent_coef vf_coef int_coef ext_coef reward_warmstart",
+    "[0, 4294967295]": "seed",  # numpy seeds its generator with 32 bits
+    "[0, inf)": "checkpoint_every ent_coef vf_coef int_coef ext_coef reward_warmstart",
     "(0, 1]": "gamma int_gamma",
     "[0, 1]": "gae_lambda",
     "[0, 1)": "int_scale_decay",

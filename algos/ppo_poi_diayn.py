@@ -188,8 +188,9 @@ RANGES = {
     "(0, inf)": (
         "learning_rate clip_coef max_grad_norm target_kl model_learning_rate disc_learning_rate skill_temperature"
     ),
+    "[0, 4294967295]": "seed",  # numpy seeds its generator with 32 bits
     "[0, inf)": (
-        "seed checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min diayn_coef ext_coef "
+        "checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min diayn_coef ext_coef "
         "diayn_after_return skill_steps reward_warmstart skill_warmstart"
     ),
     "(0, 1]": "gamma",

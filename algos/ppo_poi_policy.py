@@ -153,8 +153,9 @@ RANGES = {
         "model_batch_size eval_every eval_steps eval_episode_steps torch_threads"
     ),
     "(0, inf)": "learning_rate clip_coef max_grad_norm target_kl model_learning_rate",
+    "[0, 4294967295]": "seed",  # numpy seeds its generator with 32 bits
     "[0, inf)": (
-        "seed checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min int_coef ext_coef "
+        "checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min int_coef ext_coef "
         "int_after_return reward_warmstart"
     ),
     "(0, 1]": "gamma int_gamma",

@@ -155,8 +155,9 @@ RANGES = {
     "(0, inf)": (
         "learning_rate clip_coef max_grad_norm target_kl model_learning_rate curious_loss_eps curious_new_priority"
     ),
+    "[0, 4294967295]": "seed",  # numpy seeds its generator with 32 bits
     "[0, inf)": (
-        "seed checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min priority_alpha curious_count_scale "
+        "checkpoint_every ent_coef vf_coef model_nll_beta eval_changed_min priority_alpha curious_count_scale "
         "curious_loss_alpha"
     ),
     "(0, 1]": "gamma",

@@ -131,7 +131,8 @@ RANGES = {
         "her_k"
     ),
     "(0, inf)": "policy_lr q_lr fm_learning_rate",
-    "[0, inf)": "seed checkpoint_every alpha int_coef",
+    "[0, 4294967295]": "seed",  # numpy seeds its generator with 32 bits
+    "[0, inf)": "checkpoint_every alpha int_coef",
     "(0, 1]": "gamma tau",
     "(0, 1)": "fm_eval_fraction",
 }

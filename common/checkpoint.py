@@ -27,8 +27,8 @@ CHECKPOINT = "checkpoint.pt"
 """the checkpoint's file name in a run folder; a finished run has none (common.runs.mark_finished removes it)"""
 PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"
 """the checkpoint before the last one, read when the last one cannot be"""
-UNREADABLE = (EOFError, OSError, RuntimeError, pickle.UnpicklingError)
-"""what torch.load raises on a file cut short or damaged"""
+CHECKPOINT_KEYS = ("args", "stateful", "values", "rng")
+"""what `save_checkpoint` writes (and `file`, the algorithm file's name, since it was kept)"""
 
 
 def env_state(envs) -> bytes:
@@ -79,6 +79,18 @@ def first_line(error: BaseException) -> str:
     return text.splitlines()[0].split(". ")[0] if text else type(error).__name__
 
 
+def load_checkpoint(path: Path) -> dict:
+    """The checkpoint in `path`; ValueError, naming what is wrong in one line, for a file that cannot be read (cut
+    short, damaged: torch.load raises one of many errors then) or that holds something other than a checkpoint."""
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as error:  # noqa: BLE001 (unpickling a damaged file can raise almost anything)
+        raise ValueError(first_line(error)) from None
+    if not (isinstance(checkpoint, dict) and all(key in checkpoint for key in CHECKPOINT_KEYS)):
+        raise ValueError(f"not a checkpoint: no {', '.join(CHECKPOINT_KEYS)}")
+    return checkpoint
+
+
 def read_checkpoint(args) -> dict:
     """`args.resume`'s checkpoint, its arguments in place of `args`' (with `resume` kept); the one
     before it, with a warning, if the last one cannot be read. Raises ValueError if there is
@@ -94,23 +106,22 @@ def read_checkpoint(args) -> dict:
             f"iterations and deletes it when it finishes)"
         )
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    except UNREADABLE as error:
+        checkpoint = load_checkpoint(path)
+    except ValueError as error:
         if not previous.is_file():
             raise ValueError(
-                f"--resume {args.resume}: {CHECKPOINT} cannot be read ({first_line(error)}) and there "
-                f"is no {PREVIOUS_CHECKPOINT}"
+                f"--resume {args.resume}: {CHECKPOINT} cannot be read ({error}) and there is no {PREVIOUS_CHECKPOINT}"
             ) from None
         try:
-            checkpoint = torch.load(previous, map_location="cpu", weights_only=False)
-        except UNREADABLE as previous_error:
+            checkpoint = load_checkpoint(previous)
+        except ValueError as previous_error:
             raise ValueError(
-                f"--resume {args.resume}: neither {CHECKPOINT} ({first_line(error)}) nor "
-                f"{PREVIOUS_CHECKPOINT} ({first_line(previous_error)}) can be read"
+                f"--resume {args.resume}: neither {CHECKPOINT} ({error}) nor {PREVIOUS_CHECKPOINT} ({previous_error}) "
+                f"can be read"
             ) from None
         say(
-            f"warning: {path} cannot be read ({first_line(error)}); resuming from {previous}, the checkpoint before "
-            f"it (step {checkpoint['values']['global_step']})",
+            f"warning: {path} cannot be read ({error}); resuming from {previous}, the checkpoint before it (step "
+            f"{checkpoint['values']['global_step']})",
             sys.stderr,
         )
     written_by = checkpoint.get("file", algorithm_file(args))  # checkpoints from before the name was kept: not checked

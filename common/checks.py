@@ -28,8 +28,14 @@ def check_range(
     value = getattr(args, name)
     inside = (low < value if low_open else low <= value) and (value < high if high_open else value <= high)
     if not (math.isfinite(value) and inside):
-        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open or high == math.inf else ']'}"
+        opening, closing = "(" if low_open else "[", ")" if high_open or high == math.inf else "]"
+        interval = f"{opening}{number(low)}, {number(high)}{closing}"
         raise ValueError(f"--{name.replace('_', '-')} must be a finite number in {interval}, got {value}")
+
+
+def number(x: float) -> str:
+    """An interval's end as the table writes it: a whole number in full (4294967295, not 4.29497e+09)."""
+    return str(int(x)) if x.is_integer() else f"{x:g}"
 
 
 def check_ranges(args, ranges: dict[str, str]) -> None:

@@ -87,8 +87,11 @@ def lock_folder(folder: Path) -> None:
     """Hold `folder`'s lock for the rest of this process (the folder is created if need be). If
     another process holds it: SystemExit with one line, and nothing is written into the folder."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = open(folder / LOCK, "a+")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = open(folder / LOCK, "a+")
+    except OSError as error:  # a file where the folder should be, no permission, a full disk
+        raise SystemExit(f"error: cannot work in {folder}: {error.strerror or error}") from None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

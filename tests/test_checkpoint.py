@@ -196,3 +196,31 @@ def test_resume_refuses_a_checkpoint_of_another_file(tmp_path):
     save_checkpoint(tmp_path, ppo.Args(), {}, dict(global_step=0))
     with pytest.raises(ValueError, match="a run of ppo.py, not of ppo_poi_grad.py"):
         read_checkpoint(ppo_poi_grad.Args(resume=str(tmp_path)))
+
+
+@pytest.mark.parametrize("content", ["text", "torch list", "torch dict"])
+def test_a_file_that_is_no_checkpoint_is_read_as_unreadable(tmp_path, capsys, content):
+    """Text (unpickling raises ValueError, not one of torch.load's usual errors) or a torch file of something else:
+    the one before is read, and without one the error is one line naming the file."""
+    import torch
+
+    from algos.ppo import Args
+    from common.checkpoint import PREVIOUS_CHECKPOINT, read_checkpoint, save_checkpoint
+
+    def spoil(path):
+        if content == "text":
+            path.write_text("garbage\n")
+        else:
+            torch.save([1, 2] if content == "torch list" else {"values": {}}, path)
+
+    save_checkpoint(tmp_path, Args(), {}, dict(global_step=1))
+    save_checkpoint(tmp_path, Args(), {}, dict(global_step=2))
+    spoil(tmp_path / CHECKPOINT)
+    assert read_checkpoint(Args(resume=str(tmp_path)))["values"]["global_step"] == 1
+    assert capsys.readouterr().err.startswith(f"warning: {tmp_path / CHECKPOINT} cannot be read (")
+    spoil(tmp_path / PREVIOUS_CHECKPOINT)
+    with pytest.raises(ValueError, match="neither checkpoint.pt .* nor checkpoint.prev.pt .* can be read") as error:
+        read_checkpoint(Args(resume=str(tmp_path)))
+    assert "\n" not in str(error.value)
+    if content != "text":
+        assert "not a checkpoint" in str(error.value)

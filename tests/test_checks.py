@@ -31,7 +31,8 @@ BAD = [
     ({"gae_lambda": -0.1}, "--gae-lambda"),
     ({"clip_coef": 0.0}, "--clip-coef"),
     ({"max_grad_norm": math.inf}, "--max-grad-norm"),
-    ({"seed": -1}, "--seed must be a finite number in [0, inf), got -1"),
+    ({"seed": -1}, "--seed must be a finite number in [0, 4294967295], got -1"),
+    ({"seed": 2**32}, "--seed must be a finite number in [0, 4294967295], got 4294967296"),
     ({"target_kl": 0.0}, "--target-kl"),
     ({"eval_changed_min": -1}, "--eval-changed-min must be a finite number in [0, inf), got -1"),
     ({"correct_key_colors": ("green", "purple")}, "correct key colour 'green' is not among the keys ('red', 'blue')"),
@@ -62,6 +63,7 @@ def test_defaults_and_edges_pass(name):
     module = importlib.import_module(f"algos.{name}")
     check_and_fill(module.Args(), module.RANGES, module.fill_in_defaults)
     check_and_fill(module.Args(gamma=1.0, gae_lambda=0.0, ent_coef=0.0, seed=0), module.RANGES, module.fill_in_defaults)
+    check_and_fill(module.Args(seed=2**32 - 1), module.RANGES, module.fill_in_defaults)  # numpy's largest seed
 
 
 def test_check_range_edges():
@@ -116,7 +118,8 @@ def test_replay_buffer_holds_at_least_one_rollout():
             {"learning_rate": math.nan},
             "--learning-rate must be a finite number in (0, inf)",
         ),
-        ("ppo_continuous_poi_ensemble", {"seed": -1}, "--seed must be a finite number in [0, inf)"),
+        ("ppo_continuous_poi_ensemble", {"seed": -1}, "--seed must be a finite number in [0, 4294967295]"),
+        ("sac_forward_model", {"seed": 2**32}, "--seed must be a finite number in [0, 4294967295]"),
     ],
 )
 def test_continuous_files_check_their_flags(name, flags, message):

@@ -174,6 +174,28 @@ def test_a_new_run_named_like_a_folder_in_use_writes_nothing_there(tmp_path):
     assert sorted(tmp_path.rglob("*")) == sorted([*folders, *(f / ".lock" for f in folders), tmp_path / "runs"])
 
 
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--runs-dir", "afile"], "error: cannot work in afile/ColorDoorKey-6x6__ppo__4294967295__"),
+        (["--runs-dir", "runs", "--seed", str(2**32)], "error: --seed must be a finite number in [0, 4294967295]"),
+    ],
+)
+def test_a_runs_dir_that_is_a_file_or_a_seed_numpy_refuses_exits_with_one_line_and_writes_nothing(
+    tmp_path, flags, message
+):
+    (tmp_path / "afile").write_text("kept\n")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "algos/ppo.py"), "--seed", str(2**32 - 1), *flags, *TINY],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert one_error_line(proc).startswith(message)
+    assert [p.name for p in tmp_path.iterdir()] == ["afile"] and (tmp_path / "afile").read_text() == "kept\n"
+
+
 def test_a_second_sweep_on_a_folder_exits_with_one_line_and_writes_nothing(tmp_path):
     (tmp_path / "noop.py").write_text("")
     out = tmp_path / "sweep"
