@@ -33,21 +33,27 @@ def _register_robotics() -> bool:
 
 
 def check_continuous_env(env_id: str) -> None:
-    """Raise ValueError (one line) unless `env_id` makes an env with a Box action space here."""
+    """Raise ValueError (one line) unless `env_id` makes an env with a Box action space and an observation this
+    file reads (a vector, or a goal-conditioned dict: `FlatGoalObs`) here."""
     try:
         gym.spec(env_id)
     except gym.error.Error:
         if not (_register_robotics() and env_id in gym.registry):
             raise ValueError(f"unknown env {env_id!r}; continuous examples: {EXAMPLES}") from None
     try:
-        env = make_continuous_env(env_id)
+        env = gym.make(env_id)
     except gym.error.DependencyNotInstalled as error:
         raise ValueError(f"{env_id} needs a package that is not installed: {str(error).splitlines()[0]}") from None
-    space = env.action_space
+    actions, observations = env.action_space, env.observation_space
     env.close()
-    if not isinstance(space, gym.spaces.Box):
+    if not isinstance(actions, gym.spaces.Box):
         raise ValueError(
-            f"{env_id} has a {type(space).__name__} action space; this file needs continuous (Box) actions"
+            f"{env_id} has a {type(actions).__name__} action space; this file needs continuous (Box) actions"
+        )
+    if isinstance(observations, gym.spaces.Dict) and not {"observation", "desired_goal"} <= set(observations.spaces):
+        raise ValueError(
+            f"{env_id} has a dict observation without 'observation' and 'desired_goal' "
+            f"({', '.join(observations.spaces)}); this file needs a vector or a goal-conditioned observation"
         )
 
 

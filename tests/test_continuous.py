@@ -485,6 +485,27 @@ def test_continuous_ppo_noise_interest_draws_uniform_values_of_its_own(tmp_path)
     assert scalars[0]["external_model/train_loss"] != scalars[1]["external_model/train_loss"]  # the models differ
 
 
+def test_a_dict_observation_that_is_not_goal_conditioned_is_named_in_one_line():
+    from envs.continuous import check_continuous_env
+
+    class DictObservation(gym.Env):
+        action_space = gym.spaces.Box(-1.0, 1.0, (1,))
+        observation_space = gym.spaces.Dict(
+            {"image": gym.spaces.Box(0.0, 1.0, (2,)), "mission": gym.spaces.Discrete(3)}
+        )
+
+    gym.register("TestDictObservation-v0", entry_point=DictObservation)
+    try:
+        with pytest.raises(ValueError) as error:
+            check_continuous_env("TestDictObservation-v0")
+    finally:
+        gym.registry.pop("TestDictObservation-v0")
+    assert str(error.value) == (
+        "TestDictObservation-v0 has a dict observation without 'observation' and 'desired_goal' (image, mission); "
+        "this file needs a vector or a goal-conditioned observation"
+    )
+
+
 @pytest.mark.parametrize(
     "script, flags, message, fresh",
     [
@@ -508,6 +529,12 @@ def test_continuous_ppo_noise_interest_draws_uniform_values_of_its_own(tmp_path)
             True,
         ),
         ("algos/ppo_continuous_poi_ensemble.py", ["--env", "Nope-v0"], "error: unknown env 'Nope-v0'", False),
+        (  # a dict observation, but the action space comes first
+            "algos/ppo_continuous_poi_ensemble.py",
+            ["--env", "MiniGrid-Empty-5x5-v0"],
+            "error: MiniGrid-Empty-5x5-v0 has a Discrete action space",
+            False,
+        ),
     ],
 )
 def test_continuous_files_reject_bad_input_with_one_line(tmp_path, script, flags, message, fresh):
