@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -160,17 +162,32 @@ def record(run, scalars: dict) -> dict:
 
 
 def write(records: list[dict], path: Path) -> None:
-    with gzip.open(path, "wt", compresslevel=9) as f:
-        for rec in records:
-            f.write(json.dumps({k: v for k, v in rec.items() if k != "scalars"}, separators=(",", ":")) + "\n")
+    """Into a temporary file beside `path`, renamed over it once complete: a series that is also one of the inputs
+    (runs added to a committed series) is never left cut short by a crash or Ctrl-C while it is written."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(temporary, "wb") as raw, gzip.GzipFile(path.name, "wb", 9, raw) as zipped:
+            with io.TextIOWrapper(zipped) as f:
+                for rec in records:
+                    f.write(json.dumps({k: v for k, v in rec.items() if k != "scalars"}, separators=(",", ":")) + "\n")
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    os.replace(temporary, path)
 
 
 def read(path: Path) -> list[dict]:
-    """The records of a series file, each tag's values back to the float32 values TensorBoard holds."""
-    with gzip.open(path, "rt") as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    for rec in records:
-        rec["scalars"] = decode(rec["tags"])
+    """The records of a series file, each tag's values back to the float32 values TensorBoard holds; ValueError
+    (one line naming the file) for a file that is not one."""
+    try:
+        with gzip.open(path, "rt") as f:
+            records = [json.loads(line) for line in f if line.strip()]
+        for rec in records:
+            rec["scalars"] = decode(rec["tags"])
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as error:  # not gzip, cut short, not our JSON
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"{path} is not a series file that can be read ({reason})") from None
     return records
 
 
@@ -184,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.out.name.endswith(".jsonl.gz"):
         print(f"error: --out must end in .jsonl.gz, got {args.out}", file=sys.stderr)
+        return 1
+    if not args.out.parent.is_dir():
+        print(f"error: --out's folder {args.out.parent} does not exist", file=sys.stderr)
         return 1
     try:
         runs, notes = find_runs(args.folders)

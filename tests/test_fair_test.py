@@ -255,6 +255,38 @@ def test_a_run_read_back_from_its_series_holds_the_float32_values_it_logged(tmp_
     )
 
 
+def test_a_series_written_over_one_of_its_inputs_is_whole_or_untouched(tmp_path):
+    """Runs are added to a committed series by naming it as input and output: the file is replaced once the new one is
+    complete, and an error (or Ctrl-C) while writing leaves it as it was, with no temporary file beside it."""
+    write_run(tmp_path / "sweep", "m", 1, 10_000, 0.5)
+    (run,), _ = analyze.find_runs([tmp_path / "sweep"])
+    rec = series.record(run, analyze.read_scalars(run.path))
+    path = tmp_path / "s.jsonl.gz"
+    series.write([rec, rec, rec], path)
+    before = path.read_bytes()
+    with pytest.raises(TypeError):  # a record that cannot be written, after the first has been
+        series.write([rec, {**rec, "phases": object()}], path)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl.gz", "sweep"]
+    assert len(series.read(path)) == 3
+
+
+@pytest.mark.parametrize("module", ["common.series", "common.analyze"])
+def test_a_file_that_is_no_series_and_an_out_folder_that_is_missing_are_one_line(tmp_path, module):
+    (tmp_path / "bad.jsonl.gz").write_text("not gzip\n")
+    out = ["--out", tmp_path / ("s.jsonl.gz" if module == "common.series" else "analysis")]
+    proc = forked.run(["-m", module, tmp_path / "bad.jsonl.gz", *out], ROOT)
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'bad.jsonl.gz'} is not a series file that can be read (Not a gzipped file (b'no'))"
+    ], proc.stderr
+    if module == "common.series":
+        missing = forked.run(["-m", module, tmp_path / "bad.jsonl.gz", "--out", tmp_path / "no" / "s.jsonl.gz"], ROOT)
+        assert (
+            missing.returncode == 1
+            and missing.stderr.strip() == f"error: --out's folder {tmp_path / 'no'} does not exist"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl.gz"]
+
+
 def test_the_analysis_refuses_a_frontier_without_its_runs_or_a_baseline(tmp_path):
     write_run(tmp_path, "ppo", 1, 10_000, 0.5)
     cases = [
