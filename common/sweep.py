@@ -38,6 +38,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -80,6 +81,8 @@ def resolve_algo(spec: str) -> tuple[str, Path, list[str]]:
 def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[str], out: Path) -> list[Run]:
     """Seed-major order: a sweep cut short has the same seeds of every method and env."""
     resolved = [resolve_algo(spec) for spec in algos]
+    if any((path.parent.parent / "envs").is_dir() for _, path, _ in resolved):  # files of this project (or a worktree)
+        check_envs(envs)
     runs = []
     for seed in seeds:
         for env in envs:
@@ -103,6 +106,24 @@ def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[s
     if len(set(keys)) != len(keys):
         raise ValueError("two algorithm specs give the same label; give them different arguments")
     return runs
+
+
+def check_envs(names: list[str]) -> None:
+    """ValueError (one line) for an env name that none of this project's algorithm files knows (a typo would fail
+    every run); each file then checks that the env is one it can run."""
+    import gymnasium as gym
+
+    from envs import SHORT_NAMES
+    from envs.continuous import register_robotics  # and the continuous worlds that change
+
+    unknown = [name for name in names if name not in SHORT_NAMES and name not in gym.registry]
+    if unknown and register_robotics():
+        unknown = [name for name in unknown if name not in gym.registry]
+    if unknown:
+        raise ValueError(
+            f"unknown env {unknown[0]!r}: neither a ColorDoorKey name ({', '.join(SHORT_NAMES)}) nor a registered "
+            f"gymnasium id"
+        )
 
 
 def attempt_with(run: Run, out: Path, file_name: str, latest: bool = False) -> Path | None:
@@ -135,12 +156,16 @@ def done_in_series(paths: list[Path]) -> dict[str, str]:
     return done
 
 
+GRACE = 30.0
+"""seconds a run stopped by the sweep has to write its checkpoint and exit before SIGKILL"""
+
+
 def execute(
     command: tuple[str, ...],
     log_path: str,
     timeout: float | None,
     stop: threading.Event | None = None,
-    grace: float = 30.0,
+    grace: float = GRACE,
     start_by: float | None = None,
 ) -> tuple[int | None, float]:
     """Run one command with one thread for its numerics, output appended to `log_path`;
@@ -229,6 +254,19 @@ def record(run: Run, code: int | None, seconds: float, out: Path, progress: Prog
     print(progress.line(), flush=True)
 
 
+def say_further_stops() -> None:
+    """While the sweep stops its runs and records them, a further Ctrl-C or SIGTERM (GNU `timeout` sends two) is
+    answered with a line, not obeyed: obeyed, it would lose the records (SIGKILL still ends the sweep at once)."""
+
+    def on_signal(signum, frame):
+        print(
+            "[sweep] stopping already: the running runs are being stopped (SIGKILL after 30 s) and recorded", flush=True
+        )
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+
 def run_local(
     todo: list[Run], out: Path, workers: int, timeout: float | None, start_by: float | None, progress: Progress
 ) -> None:
@@ -252,6 +290,7 @@ def run_local(
                 record(run, code, seconds, out, progress)
     except (KeyboardInterrupt, Terminated) as interruption:
         stop.set()
+        say_further_stops()
         pool.shutdown(wait=True, cancel_futures=True)
         stopped = [(run, *future.result()) for future, run in pending.items() if not future.cancelled()]
         for run, code, seconds in stopped:
@@ -342,9 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.workers <= 0:
             raise ValueError(f"--workers must be positive, got {args.workers}")
-        if args.run_timeout is not None and args.run_timeout <= 0:
+        if args.run_timeout is not None and not args.run_timeout > 0:  # NaN too
             raise ValueError(f"--run-timeout must be positive, got {args.run_timeout}")
-        if args.start_for is not None and args.start_for <= 0:
+        if args.start_for is not None and not args.start_for > 0:
             raise ValueError(f"--start-for must be positive, got {args.start_for}")
         runs = plan_runs(args.algos, args.envs, args.seeds, shlex.split(args.extra), out)
         done = done_in_series(args.done)

@@ -19,7 +19,7 @@ EXAMPLES = (
 )
 
 
-def _register_robotics() -> bool:
+def register_robotics() -> bool:
     """Register gymnasium-robotics' ids (its import prints a notice about the Adroit tasks to stderr: muted)."""
     try:
         muted = io.StringIO()
@@ -38,7 +38,7 @@ def check_continuous_env(env_id: str) -> None:
     try:
         gym.spec(env_id)
     except gym.error.Error:
-        if not (_register_robotics() and env_id in gym.registry):
+        if not (register_robotics() and env_id in gym.registry):
             raise ValueError(f"unknown env {env_id!r}; continuous examples: {EXAMPLES}") from None
     try:
         env = gym.make(env_id)
@@ -59,7 +59,7 @@ def check_continuous_env(env_id: str) -> None:
 
 def make_continuous_env(env_id: str, **kwargs) -> gym.Env:
     if env_id not in gym.registry:
-        _register_robotics()
+        register_robotics()
     env = gym.make(env_id, **kwargs)
     if isinstance(env.observation_space, gym.spaces.Dict):
         env = FlatGoalObs(env)

@@ -29,10 +29,12 @@ FAKE_ALGO = textwrap.dedent(f"""
         parser.add_argument(flag, default="")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--stop-seconds", type=float, default=0.0)
     args = parser.parse_args()
     print("starting", args.seed, "from", args.resume or "the start", flush=True)
     run_dir = Path(args.resume or Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed))
     def on_sigterm(signum, frame):  # as the real ones: a checkpoint, exit 143
+        time.sleep(args.stop_seconds)
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "checkpoint.pt").write_text("")
         sys.exit(143)
@@ -139,19 +141,31 @@ def test_sweep_on_a_local_ray_instance(tmp_path):
 
 def test_sweep_plans_labels_and_rejects_bad_input(tmp_path):
     runs = sweep.plan_runs(
-        ["ppo", "ppo_poi_ensemble --int-coef 0.1"], ["E"], [1, 2], ["--total-timesteps", "9"], tmp_path
+        ["ppo", "ppo_poi_ensemble --int-coef 0.1"], ["ColorDoorKey-6x6"], [1, 2], ["--total-timesteps", "9"], tmp_path
     )
-    assert [run.key for run in runs] == [
-        "E__ppo__1",
-        "E__ppo_poi_ensemble-int-coef-0.1__1",
-        "E__ppo__2",
-        "E__ppo_poi_ensemble-int-coef-0.1__2",
+    assert [run.key.removeprefix("ColorDoorKey-6x6__") for run in runs] == [
+        "ppo__1",
+        "ppo_poi_ensemble-int-coef-0.1__1",
+        "ppo__2",
+        "ppo_poi_ensemble-int-coef-0.1__2",
     ]
     assert runs[1].command[-4:] == ("--int-coef", "0.1", "--total-timesteps", "9")
     with pytest.raises(ValueError, match="unknown algorithm 'nope'.*known: .*ppo"):
         sweep.resolve_algo("nope")
-    result = run_sweep(tmp_path, "--workers", "0", fresh=True)  # the command line in a fresh interpreter
-    assert result.returncode == 1 and result.stderr.strip() == "error: --workers must be positive, got 0"
+    for env in ("PendulumMotorChange-v1", "FetchReach-v4", "MiniGrid-Empty-5x5-v0", "ColorDoorKeyBand-8x8"):
+        sweep.plan_runs(["ppo"], [env], [1], [], tmp_path)  # known here (each file says whether it can run it)
+    with pytest.raises(ValueError, match="^unknown env 'ColorDoorKey-7x7': neither a ColorDoorKey name"):
+        sweep.plan_runs(["ppo"], ["ColorDoorKey-6x6", "ColorDoorKey-7x7"], [1], [], tmp_path)
+    (tmp_path / "own.py").write_text("")  # a file of another project may know envs of its own
+    assert sweep.plan_runs([str(tmp_path / "own.py")], ["E"], [1], [], tmp_path)[0].key == "E__own__1"
+    for flags, message in [
+        (["--workers", "0"], "error: --workers must be positive, got 0"),
+        (["--run-timeout", "nan"], "error: --run-timeout must be positive, got nan"),
+        (["--start-for", "nan"], "error: --start-for must be positive, got nan"),
+    ]:
+        result = run_sweep(tmp_path, *flags, fresh=True)  # the command line in a fresh interpreter
+        assert result.returncode == 1 and result.stderr.strip() == message
+        assert not (tmp_path / "sw").exists()
 
 
 # ---- analysis ----------------------------------------------------------------------------------
@@ -524,6 +538,31 @@ def test_one_interrupt_stops_the_whole_sweep_and_records_the_running_runs(tmp_pa
         assert f"resume E__fake_algo__{seed} from {run_dir}" in again.stdout
         assert f"starting {seed} from {run_dir}" in (tmp_path / f"sw/logs/E__fake_algo__{seed}.log").read_text()
     assert len(list((tmp_path / "sw/runs").glob("*/finished.json"))) == 4
+
+
+def test_a_second_signal_while_the_sweep_stops_its_runs_is_answered_not_obeyed(tmp_path):
+    """GNU `timeout` sends SIGTERM, then SIGKILL or a second signal: the second must not lose the records."""
+    import signal
+    import time
+
+    script = tmp_path / "fake_algo.py"
+    script.write_text(FAKE_ALGO)
+    cmd = [sys.executable, "-m", "common.sweep", "--algos", str(script), "--envs", "E", "--out", str(tmp_path / "sw"),
+           "--seeds", "1", "2", "--workers", "2", "--extra", "--sleep 60 --stop-seconds 3"]  # fmt: skip
+    sweep_process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    logs = [tmp_path / f"sw/logs/E__fake_algo__{seed}.log" for seed in (1, 2)]
+    deadline = time.time() + 60
+    while not all(log.is_file() and "starting" in log.read_text() for log in logs) and time.time() < deadline:
+        time.sleep(0.2)
+    sweep_process.send_signal(signal.SIGTERM)
+    time.sleep(1)  # the runs take 3 s to stop
+    sweep_process.send_signal(signal.SIGINT)
+    output, _ = sweep_process.communicate(timeout=60)
+    assert sweep_process.returncode == 143 and "Traceback" not in output, output
+    assert "[sweep] stopping already" in output and "stopped: 2 running run(s) stopped and recorded" in output
+    for seed in (1, 2):
+        assert json.loads((tmp_path / f"sw/logs/E__fake_algo__{seed}.failed.json").read_text())["exit_code"] == 143
+        assert "stopped: the sweep was interrupted" in logs[seed - 1].read_text()
 
 
 def test_interest_plot_normalises_by_the_level_before_the_change(tmp_path):
