@@ -1011,6 +1011,13 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--task-window, --comparisons and --robust-window must be at least 1")
         if not all(f > 0 for f in args.robust_factors) or not all(n >= 1 for n in args.robust_spans):
             raise ValueError("--robust-factors must be positive and --robust-spans at least 1")
+        for kind in ("train", "eval", "changed", "success"):  # a Gaussian model's NLL may sit below 0: any finite value
+            if not math.isfinite(threshold := getattr(args, f"{kind}_threshold")):
+                raise ValueError(f"--{kind}-threshold must be a finite number, got {threshold}")
+        if not 0 <= args.seed < 2**32:
+            raise ValueError(f"--seed must be in [0, 4294967295] (numpy's seeds), got {args.seed}")
+        if args.out is not None and args.out.exists() and not args.out.is_dir():
+            raise ValueError(f"--out {args.out} is a file; the analysis writes a folder")
         if 1.0 not in args.robust_factors:  # the pre-registered reading is the factor 1 at --span
             raise ValueError("--robust-factors must include 1 (the pre-registered threshold)")
         for flag, values in (("--robust-factors", args.robust_factors), ("--robust-spans", args.robust_spans)):

@@ -421,11 +421,19 @@ def test_analysis_rejects_bad_input_with_one_line(tmp_path):
             "error: --eval-threshold 5 is above every run's smoothed eval "
             "loss (at most 3): every adaptation would be 0",
         ),
+        (
+            [str(tmp_path / "ok"), "--train-threshold", "nan"],
+            "error: --train-threshold must be a finite number, got nan",
+        ),
+        ([str(tmp_path / "ok"), "--seed", "-1"], "error: --seed must be in [0, 4294967295] (numpy's seeds), got -1"),
+        ([str(tmp_path / "ok"), "--out", str(tmp_path / "afile")], f"error: --out {tmp_path / 'afile'} is a file"),
     ]
+    (tmp_path / "afile").write_text("")
     for args, message in cases:
         result = analyse(*args, fresh=args == cases[0][0])  # the first in a fresh interpreter
         assert result.returncode == 1 and result.stderr.startswith(message), (args, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "bare", "empty", "ok"]  # no analysis folder
 
 
 def test_a_tiny_real_sweep_analysed_end_to_end(tmp_path):
