@@ -422,11 +422,9 @@ def main() -> None:
             env_id = resolve_env_id(args.env)
         if "batched" in args.vector_envs and not is_color_door_key(env_id):
             raise ValueError(f"the batched env is ColorDoorKey only, got {args.env}")
-        if args.rounds < 1 or args.poi_steps < 1 or args.update_batch < 1:
-            raise ValueError(
-                f"--rounds, --poi-steps and --update-batch must be positive, got {args.rounds}, "
-                f"{args.poi_steps} and {args.update_batch}"
-            )
+        for flag in ("rounds", "poi_steps", "update_batch", "num_envs", "total_timesteps", "raw_steps"):
+            if getattr(args, flag) < 1:
+                raise ValueError(f"--{flag.replace('_', '-')} must be positive, got {getattr(args, flag)}")
         if args.update and set(args.algos) - set(UPDATE_FILES):
             raise ValueError(
                 f"--update knows {', '.join(UPDATE_FILES)}, got {sorted(set(args.algos) - set(UPDATE_FILES))}"

@@ -90,6 +90,13 @@ def test_benchmark_compare_exports_a_revision_and_rejects_unknown_ones(tmp_path)
     assert proc.returncode == 1 and "not a revision" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("flag", ["--num-envs", "--total-timesteps", "--raw-steps", "--rounds"])
+def test_benchmark_refuses_a_size_below_1_before_measuring(flag):
+    proc = forked.run(["-m", "common.benchmark", "--algos", flag, "0"], ROOT)
+    assert proc.returncode == 1 and proc.stderr.strip() == f"error: {flag} must be positive, got 0"
+    assert "round" not in proc.stdout  # nothing measured
+
+
 def test_benchmark_measures_a_continuous_file_on_its_own_env_and_rejects_mixes(tmp_path):
     bad = (
         (["--algos", "sac_forward_model", "ppo", "--env", "Pendulum-v1"], "apart from the discrete files"),
