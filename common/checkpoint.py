@@ -21,7 +21,7 @@ import cloudpickle
 import numpy as np
 import torch
 
-from common.console import say
+from common.console import first_line, say
 
 CHECKPOINT = "checkpoint.pt"
 """the checkpoint's file name in a run folder; a finished run has none (common.runs.mark_finished removes it)"""
@@ -72,11 +72,6 @@ def save_checkpoint(run_dir: Path, args, stateful: dict, values: dict) -> None:
 def algorithm_file(args) -> str:
     """The name of the file that defines `args`' class: the algorithm file of the run."""
     return Path(inspect.getfile(type(args))).name
-
-
-def first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0].split(". ")[0] if text else type(error).__name__
 
 
 def load_checkpoint(path: Path) -> dict:

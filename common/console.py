@@ -1,5 +1,6 @@
 """Console output that a reader going away never stops: a run piped into `head -1`, or into a
-`tee` that Ctrl-C ended, goes on to its checkpoint and its clean exit."""
+`tee` that Ctrl-C ended, goes on to its checkpoint and its clean exit; and an error's first line, for the one-line
+errors of bad input."""
 
 from __future__ import annotations
 
@@ -18,3 +19,9 @@ def say(line: str, stream=None) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, stream.fileno())
         os.close(devnull)
+
+
+def first_line(error: BaseException) -> str:
+    """What an error says, cut to its first sentence of its first line (its type's name if it says nothing)."""
+    text = str(error).strip()
+    return text.splitlines()[0].split(". ")[0] if text else type(error).__name__

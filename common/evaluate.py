@@ -33,6 +33,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from common.console import first_line
+
 POLICY, POLICY_META = "policy.pt2", "policy.json"
 
 
@@ -100,8 +102,11 @@ def evaluate(
     """Run the saved policy for `episodes` episodes (env seeds seed, seed+1, ...); returns the
     returns and lengths of the episodes and their means and stds."""
     run_dir = Path(run_dir)
-    meta = json.loads((run_dir / POLICY_META).read_text())
-    policy = torch.export.load(run_dir / POLICY).module()
+    meta = read_policy_meta(run_dir)
+    try:
+        policy = torch.export.load(run_dir / POLICY).module()
+    except Exception as error:  # noqa: BLE001 (a damaged archive can raise almost anything)
+        raise ValueError(f"{run_dir / POLICY} cannot be read ({first_line(error)})") from None
     env = make_eval_env(meta, key_color, video)
     if video:
         env = gym.wrappers.RecordVideo(env, str(run_dir / "eval_videos"), episode_trigger=lambda episode: True)
@@ -132,6 +137,14 @@ def evaluate(
         returns=returns,
         lengths=lengths,
     )
+
+
+def read_policy_meta(run_dir: Path) -> dict:
+    """The saved policy's description (policy.json); ValueError naming the file if it cannot be read."""
+    try:
+        return json.loads((run_dir / POLICY_META).read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{run_dir / POLICY_META} cannot be read ({first_line(error)})") from None
 
 
 def draw_noise(meta: dict, generator: torch.Generator) -> torch.Tensor:
@@ -191,7 +204,13 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(
                 f"no {POLICY} and {POLICY_META} in {run_dir}: run the algorithm with --save-model to the end"
             )
-        meta = json.loads((run_dir / POLICY_META).read_text())
+        if not 0 <= args.seed <= 2**32 - args.episodes:  # the env seeds seed ... seed + episodes - 1, numpy's
+            raise ValueError(
+                f"--seed must be in [0, {2**32 - args.episodes}] for {args.episodes} episodes, got {args.seed}"
+            )
+        if args.json is not None and not Path(args.json).resolve().parent.is_dir():
+            raise ValueError(f"--json {args.json}: its folder does not exist")
+        meta = read_policy_meta(run_dir)
         if args.key_color is not None and meta.get("correct_key_color") is None:
             raise ValueError("--key-color needs a ColorDoorKey run")
         result = evaluate(run_dir, args.episodes, args.deterministic, args.seed, args.video, args.key_color)

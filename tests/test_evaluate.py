@@ -191,9 +191,17 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path):
         (".", [], "no policy.pt2", True),  # the command line in a fresh interpreter; the others forked
         (".", ["--episodes", "0"], "--episodes must be positive", False),
         ("nope", [], "error: no run folder {tmp_path}/nope", False),
+        ("damaged", [], "error: {tmp_path}/damaged/policy.json cannot be read (Expecting", False),
+        ("damaged", ["--seed", "-1"], "error: --seed must be in [0, 4294967286] for 10 episodes, got -1", False),
+        ("damaged", ["--json", "no/e.json"], "error: --json no/e.json: its folder does not exist", False),
+        ("archive", [], "error: {tmp_path}/archive/policy.pt2 cannot be read (", False),
     ],
 )
 def test_evaluate_rejects_bad_input_with_one_line(tmp_path, folder, flags, message, fresh):
+    for damaged, meta in (("damaged", "{not json"), ("archive", '{"env": "ColorDoorKey-6x6"}')):
+        (tmp_path / damaged).mkdir()
+        (tmp_path / damaged / "policy.pt2").write_bytes(b"PK\x03\x04 cut short")
+        (tmp_path / damaged / "policy.json").write_text(meta)
     cli = forked.run(["-m", "common.evaluate", tmp_path / folder, *flags], ROOT, timeout=60, fresh=fresh)
     lines = cli.stderr.strip().splitlines()
     assert cli.returncode == 1 and len(lines) == 1 and message.format(tmp_path=tmp_path) in lines[0], cli.stderr
