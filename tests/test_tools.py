@@ -312,6 +312,14 @@ def test_same_scalars_with_new_tags_ok_compares_the_shared_tags_and_lists_the_ne
     # a budget in the algorithm's own flags, or an empty --extra (the defaults), is not refused
     assert same_scalars.main(["--against", "HEAD", "--algos", "ppo --total-timesteps 2048", "--extra", "--env X"]) == 1
     assert same_scalars.main(["--against", "HEAD", "--algos", "ppo_poi_grad", "--extra", " "]) == 1
+    capsys.readouterr()
+    # a file this checkout does not have is a usage error (2), before the other revision is exported
+    monkeypatch.setattr(same_scalars, "export_revision", lambda revision, path: pytest.fail("exported"))
+    assert same_scalars.main(["--against", "HEAD", "--algos", "ppo", "nope --seed 1"]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"error: no algorithm file for 'nope --seed 1' in {same_scalars.ROOT / 'algos'}"
+    )
 
 
 @pytest.mark.slow
