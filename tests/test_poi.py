@@ -42,7 +42,7 @@ def loop_predictions(model, obs, actions, masks):
     network thinned by `masks` (one keep-mask per pass and layer), in float64."""
     keep = 1.0 - model.config["dropout"]
     linears = [layer for layer in model.body if isinstance(layer, torch.nn.Linear)]
-    x = model.inputs(obs, actions).double()
+    x = (torch.cat([obs, torch.eye(model.num_actions)[actions]], -1) if model.target == "forward" else obs).double()
     predictions = torch.zeros(len(masks[0]), len(obs), model.mean.out_features, dtype=torch.float64)
     for s in range(len(masks[0])):
         for b in range(len(obs)):
@@ -192,7 +192,7 @@ def test_ensemble_batched_equals_loop_over_members():
     model = ensemble.ExternalModel(32, 3, "forward", hidden_sizes=(12, 8), dropout=0.5, num_members=4).eval()
     obs, actions, _ = region_data(9, 0, 32, seed=1)
     batched, _ = model(obs, actions)
-    x = model.inputs(obs, actions)
+    x = torch.cat([obs, torch.eye(3)[actions]], dim=-1)  # the observation and the one-hot action, built here
     linears = [layer for layer in model.body if isinstance(layer, ensemble.EnsembleLinear)] + [model.mean]
     for k in range(4):  # each member as its own plain MLP
         h = x

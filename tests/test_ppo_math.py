@@ -1,3 +1,4 @@
+import importlib
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -171,12 +172,15 @@ def test_plain_gaussian_nll_is_beta_zero():
     torch.testing.assert_close(model.per_sample_loss(obs, actions, targets), nll.mean(-1))
 
 
-def test_gaussian_log_std_is_clamped():
-    model = ExternalModel(4, 2, "forward", hidden_sizes=(8,), dropout=0.0, gaussian=True)
-    with torch.no_grad():
-        model.log_std.bias.fill_(100.0)
-    _, log_std = model(torch.zeros(3, 4), torch.zeros(3, dtype=torch.long))
-    assert (log_std == ExternalModel.LOG_STD_MAX).all()
+@pytest.mark.parametrize("file", ["ppo", "ppo_poi_ensemble"])  # the two versions of the model (test_shared_code)
+def test_gaussian_log_std_is_clamped_at_both_ends(file):
+    model_class = importlib.import_module(f"algos.{file}").ExternalModel
+    model = model_class(4, 2, "forward", hidden_sizes=(8,), dropout=0.0, gaussian=True)
+    for bias, bound in ((100.0, 2.0), (-100.0, -5.0)):  # the class's bounds, written out
+        with torch.no_grad():
+            model.log_std.bias.fill_(bias)
+        _, log_std = model(torch.zeros(3, 4), torch.zeros(3, dtype=torch.long))
+        assert (log_std == bound).all()
 
 
 def test_rollout_pairs_never_cross_a_reset():

@@ -1,6 +1,8 @@
 """algos/ppo_poi_replay.py: the replay buffer, prioritised sampling and its weights, Curious Replay's
 priorities and draws, and a policy that does not depend on which data the external model trains on."""
 
+import copy
+
 import pytest
 import torch
 
@@ -51,6 +53,29 @@ def test_training_from_replay_sets_drawn_priorities_to_their_losses():
     drawn = buffer.priorities != 1.0
     assert drawn.any()
     torch.testing.assert_close(buffer.priorities[drawn], losses[drawn] + 1e-6)
+
+
+def test_a_replay_step_follows_the_gradient_of_the_importance_weighted_loss():
+    """One SGD step at lr 1 moves the model by the gradient of mean(w_i L_i) over the drawn transitions, with the
+    weights the draw gave (unequal here: the priorities differ and beta > 0)."""
+    torch.manual_seed(0)
+    buffer = filled([0.5, 1.0, 2.0, 4.0, 8.0, 0.25, 1.0, 3.0], obs_dim=8)
+    model = replay.ExternalModel(8, 7, "key_distance", hidden_sizes=(16,), dropout=0.0)
+    reference = copy.deepcopy(model)
+    drawn, sample = [], buffer.sample
+
+    def recorded_sample(*args):
+        drawn.append(sample(*args))
+        return drawn[-1]
+
+    buffer.sample = recorded_sample
+    replay.train_from_replay(model, torch.optim.SGD(model.parameters(), lr=1.0), buffer, 1, 6, 0.6, 0.4, True)
+    ((idx, weights),) = drawn
+    assert weights.min() < weights.max()
+    losses = ((reference(buffer.obs[idx].float(), None)[0] - buffer.targets[idx]) ** 2).mean(-1)  # MSE, by hand
+    gradients = torch.autograd.grad((weights * losses).sum() / len(idx), list(reference.parameters()))
+    for moved, start, gradient in zip(model.parameters(), reference.parameters(), gradients):
+        torch.testing.assert_close(moved, start - gradient)
 
 
 CURIOUS = dict(count_scale=4.0, count_decay=0.5, loss_alpha=0.5, loss_eps=0.25, new_priority=100.0)
