@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -124,17 +125,24 @@ def test_the_continuous_policies_give_the_mean_without_noise_and_mean_plus_std_n
     from algos.sac_forward_model import Actor
 
     agent, x, noise = Agent(3, 2), torch.randn(1, 3), torch.randn(1, 2)
+    with torch.no_grad():
+        agent.actor_logstd.copy_(torch.tensor([[0.3, 2.0]]).log())  # stds other than 1, one per dimension
     save_policy(tmp_path, agent, 3, dict(env="Pendulum-v1", observation="raw", noise="normal", noise_size=2))
     policy = load(tmp_path)
     torch.testing.assert_close(policy(x, torch.zeros(1, 2), torch.zeros(1, 0)), agent.actor_mean(x))
     torch.testing.assert_close(
-        policy(x, noise, torch.zeros(1, 0)), agent.actor_mean(x) + agent.actor_logstd.exp() * noise
+        policy(x, noise, torch.zeros(1, 0)), agent.actor_mean(x) + torch.tensor([[0.3, 2.0]]) * noise
     )
 
-    actor = Actor(3, gym.spaces.Box(-2.0, 2.0, (1,)))
-    save_policy(tmp_path, actor, 3, dict(env="Pendulum-v1", observation="raw", noise="normal", noise_size=1))
+    actor = Actor(3, gym.spaces.Box(np.float32([-2.0, 0.0]), np.float32([2.0, 1.0])))  # scales 2 and 0.5, biases 0, 0.5
+    save_policy(tmp_path, actor, 3, dict(env="Pendulum-v1", observation="raw", noise="normal", noise_size=2))
+    policy = load(tmp_path)
     _, _, mean_action = actor.get_action(x)  # the squashed mean, as SAC evaluates
-    torch.testing.assert_close(load(tmp_path)(x, torch.zeros(1, 1), torch.zeros(1, 0)), mean_action)
+    torch.testing.assert_close(policy(x, torch.zeros(1, 2), torch.zeros(1, 0)), mean_action)
+    torch.manual_seed(5)
+    sampled, _, _ = actor.get_action(x)  # training's sampler draws its noise as torch.randn of the mean's shape
+    torch.manual_seed(5)
+    torch.testing.assert_close(policy(x, torch.randn(1, 2), torch.zeros(1, 0)), sampled)
 
 
 def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path):
