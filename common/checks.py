@@ -35,7 +35,7 @@ def check_range(
 
 def number(x: float) -> str:
     """An interval's end as the table writes it: a whole number in full (4294967295, not 4.29497e+09)."""
-    return str(int(x)) if x.is_integer() else f"{x:g}"
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"  # an int too (int.is_integer is 3.12's)
 
 
 def check_ranges(args, ranges: dict[str, str]) -> None:

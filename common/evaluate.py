@@ -204,10 +204,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(
                 f"no {POLICY} and {POLICY_META} in {run_dir}: run the algorithm with --save-model to the end"
             )
-        if not 0 <= args.seed <= 2**32 - args.episodes:  # the env seeds seed ... seed + episodes - 1, numpy's
-            raise ValueError(
-                f"--seed must be in [0, {2**32 - args.episodes}] for {args.episodes} episodes, got {args.seed}"
-            )
+        if args.seed < 0:  # the envs' seeds, seed ... seed + episodes - 1, go to numpy's SeedSequence
+            raise ValueError(f"--seed must be 0 or more, got {args.seed}")
         if args.json is not None and not Path(args.json).resolve().parent.is_dir():
             raise ValueError(f"--json {args.json}: its folder does not exist")
         meta = read_policy_meta(run_dir)

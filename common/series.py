@@ -25,10 +25,12 @@ import json
 import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from common.console import first_line
 from common.interest_by_action import WINDOW, phase_means
 from common.learning_summary import phase_starts, steps_to_return
 
@@ -162,19 +164,25 @@ def record(run, scalars: dict) -> dict:
 
 
 def write(records: list[dict], path: Path) -> None:
-    """Into a temporary file beside `path`, renamed over it once complete: a series that is also one of the inputs
-    (runs added to a committed series) is never left cut short by a crash or Ctrl-C while it is written."""
+    """Into a temporary file of its own beside `path`, synced and renamed over it once complete: a series that is
+    also one of the inputs (runs added to a committed series) is never left cut short by a crash or Ctrl-C while it is
+    written, and two writers of one series never write into one file."""
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(handle, 0o666 & ~umask)  # as open() would make it (mkstemp's file is private)
     try:
-        with open(temporary, "wb") as raw, gzip.GzipFile(path.name, "wb", 9, raw) as zipped:
-            with io.TextIOWrapper(zipped) as f:
+        with open(handle, "wb") as raw:
+            with gzip.GzipFile(path.name, "wb", 9, raw) as zipped, io.TextIOWrapper(zipped) as f:
                 for rec in records:
                     f.write(json.dumps({k: v for k, v in rec.items() if k != "scalars"}, separators=(",", ":")) + "\n")
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(temporary, path)
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        Path(temporary).unlink(missing_ok=True)
         raise
-    os.replace(temporary, path)
 
 
 def read(path: Path) -> list[dict]:
@@ -183,11 +191,12 @@ def read(path: Path) -> list[dict]:
     try:
         with gzip.open(path, "rt") as f:
             records = [json.loads(line) for line in f if line.strip()]
-        for rec in records:
-            rec["scalars"] = decode(rec["tags"])
-    except (OSError, EOFError, ValueError, KeyError, TypeError) as error:  # not gzip, cut short, not our JSON
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ValueError(f"{path} is not a series file that can be read ({reason})") from None
+    except (OSError, EOFError, ValueError) as error:  # not gzip, cut short, not JSON
+        raise ValueError(f"{path} is not a series file that can be read ({first_line(error)})") from None
+    for number, rec in enumerate(records, 1):
+        if not (isinstance(rec, dict) and isinstance(rec.get("tags"), dict)):
+            raise ValueError(f"{path} is not a series file: its record {number} has no tags")
+        rec["scalars"] = decode(rec["tags"])
     return records
 
 
@@ -202,8 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.out.name.endswith(".jsonl.gz"):
         print(f"error: --out must end in .jsonl.gz, got {args.out}", file=sys.stderr)
         return 1
-    if not args.out.parent.is_dir():
-        print(f"error: --out's folder {args.out.parent} does not exist", file=sys.stderr)
+    if not args.out.parent.is_dir() or args.out.is_dir():
+        what = f"{args.out} is a folder" if args.out.is_dir() else f"--out's folder {args.out.parent} does not exist"
+        print(f"error: {what}", file=sys.stderr)
         return 1
     try:
         runs, notes = find_runs(args.folders)

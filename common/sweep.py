@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from common.checkpoint import CHECKPOINT
-from common.runs import COMPLETION_MARKER, Terminated, lock_folder, stop_on_signals
+from common.runs import COMPLETION_MARKER, Terminated, lock_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG_TAIL_LINES = 20
@@ -81,7 +81,7 @@ def resolve_algo(spec: str) -> tuple[str, Path, list[str]]:
 def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[str], out: Path) -> list[Run]:
     """Seed-major order: a sweep cut short has the same seeds of every method and env."""
     resolved = [resolve_algo(spec) for spec in algos]
-    if any((path.parent.parent / "envs").is_dir() for _, path, _ in resolved):  # files of this project (or a worktree)
+    if any(path.parent == ROOT / "algos" for _, path, _ in resolved):  # this checkout's files know its envs
         check_envs(envs)
     runs = []
     for seed in seeds:
@@ -109,8 +109,9 @@ def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[s
 
 
 def check_envs(names: list[str]) -> None:
-    """ValueError (one line) for an env name that none of this project's algorithm files knows (a typo would fail
-    every run); each file then checks that the env is one it can run."""
+    """ValueError (one line) for an env name that none of this checkout's algorithm files knows (a typo would fail
+    every run); each file then checks that the env is one it can run. Files elsewhere (another checkout, another
+    project) may know other envs: they are not checked here."""
     import gymnasium as gym
 
     from envs import SHORT_NAMES
@@ -254,17 +255,28 @@ def record(run: Run, code: int | None, seconds: float, out: Path, progress: Prog
     print(progress.line(), flush=True)
 
 
-def say_further_stops() -> None:
-    """While the sweep stops its runs and records them, a further Ctrl-C or SIGTERM (GNU `timeout` sends two) is
-    answered with a line, not obeyed: obeyed, it would lose the records (SIGKILL still ends the sweep at once)."""
+def stop_once() -> None:
+    """Ctrl-C or SIGTERM stops the sweep: KeyboardInterrupt or `Terminated` in the main thread, on which `run_local`
+    stops its runs and records them. A further signal while it does so (GNU `timeout` sends two) is answered with a
+    line, not obeyed, as obeyed it would lose the records (SIGKILL still ends the sweep at once); the answer is in place
+    before the first signal raises, so that no second one slips in between."""
 
-    def on_signal(signum, frame):
-        print(
-            "[sweep] stopping already: the running runs are being stopped (SIGKILL after 30 s) and recorded", flush=True
+    def answer(signum, frame):
+        line = (
+            f"[sweep] stopping already: the runs under way are being stopped (SIGKILL after {GRACE:g} s) and recorded"
         )
+        try:  # one unbuffered write: a print here could land inside the main thread's own print
+            os.write(sys.stdout.fileno(), f"{line}\n".encode())
+        except OSError:  # the reader has gone
+            pass
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    def stop(signum, frame):
+        signal.signal(signal.SIGINT, answer)
+        signal.signal(signal.SIGTERM, answer)
+        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
 
 
 def run_local(
@@ -290,7 +302,6 @@ def run_local(
                 record(run, code, seconds, out, progress)
     except (KeyboardInterrupt, Terminated) as interruption:
         stop.set()
-        say_further_stops()
         pool.shutdown(wait=True, cancel_futures=True)
         stopped = [(run, *future.result()) for future, run in pending.items() if not future.cancelled()]
         for run, code, seconds in stopped:
@@ -421,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         if finished[run] is not None:
             print(f"[sweep] skip {run.key}: finished in {finished[run]}")
-    stop_on_signals(at_once=True)
+    stop_once()
     start_by = None if args.start_for is None else time.time() + 60 * args.start_for
     if todo and args.backend == "ray":
         run_ray(todo, out, args.ray_address, args.workers, args.run_timeout, start_by, progress)

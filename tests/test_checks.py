@@ -76,6 +76,9 @@ def test_check_range_edges():
     A.x = math.nan
     with pytest.raises(ValueError):
         check_range(A, "x")
+    A.x = 5
+    with pytest.raises(ValueError, match=r"--x must be a finite number in \[0, 1\], got 5"):  # int bounds print too
+        check_range(A, "x", 0, 1)
 
 
 @pytest.mark.parametrize(

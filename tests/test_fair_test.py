@@ -284,6 +284,14 @@ def test_a_file_that_is_no_series_and_an_out_folder_that_is_missing_are_one_line
             missing.returncode == 1
             and missing.stderr.strip() == f"error: --out's folder {tmp_path / 'no'} does not exist"
         )
+        (tmp_path / "d.jsonl.gz").mkdir()
+        folder = forked.run(["-m", module, tmp_path / "bad.jsonl.gz", "--out", tmp_path / "d.jsonl.gz"], ROOT)
+        assert folder.returncode == 1 and folder.stderr.strip() == f"error: {tmp_path / 'd.jsonl.gz'} is a folder"
+        (tmp_path / "d.jsonl.gz").rmdir()
+        (tmp_path / "other.jsonl.gz").write_bytes(gzip.compress(b'{"run": "x"}\n'))  # JSON, but no record of ours
+        with pytest.raises(ValueError, match="other.jsonl.gz is not a series file: its record 1 has no tags"):
+            series.read(tmp_path / "other.jsonl.gz")
+        (tmp_path / "other.jsonl.gz").unlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl.gz"]
 
 
