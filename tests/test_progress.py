@@ -5,7 +5,6 @@ import torch
 
 from algos import ppo_poi_progress as progress
 from common.tb import read_scalars
-from tests.reference import by_reference, reference
 from tests.test_smoke import SMALL, only_run_dir, run
 from common.checks import check_and_fill
 
@@ -109,21 +108,6 @@ def test_the_noise_control_is_uniform_and_independent_of_the_model_the_data_and_
     assert torch.equal(torch.get_rng_state(), rng)
     assert torch.equal(values, draw(10 * torch.randn(5000, 1)))
     assert values.min() >= 0 and values.max() < 1 and abs(values.mean().item() - 0.5) < 0.02
-
-
-@pytest.mark.parametrize("key", by_reference(["ppo_poi_progress.py --interest noise"]))
-def test_the_noise_control_trains_the_same_whatever_the_logging(tmp_path, shared_run, key):
-    """Its draws come from a generator of its own, the held-out set's from another: the reference run
-    (tests/reference.py: evaluated every iteration) and the same flags evaluated almost never train the same
-    (resuming it: tests/test_checkpoint.py)."""
-    script, flags = reference(key)
-    run(tmp_path, *flags, "--eval-every", "1000", script=script)  # the last value of a flag counts
-    logs = []
-    for run_dir in (shared_run(script, *flags), only_run_dir(tmp_path)):
-        scalars = read_scalars(run_dir)
-        logs.append({k: v for k, v in scalars.items() if k.startswith(("losses/", "poi/mean"))})
-    assert logs[0] == logs[1] and {v for _, v in scalars["poi/int_weight"]} == {1.0}
-    assert all(0.4 < v < 0.6 for _, v in logs[0]["poi/mean"])  # 128 uniform draws a rollout
 
 
 def test_a_buffer_smaller_than_a_rollout_is_rejected_in_one_line():

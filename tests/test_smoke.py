@@ -317,6 +317,7 @@ EVALUATED = [
     "ppo_poi_replay.py",
     *POI_KEYS,
     "ppo_poi_progress.py --model-data uniform",  # the error interest, and the buffer's draws
+    "ppo_poi_progress.py --interest noise",  # draws from a generator of its own, the held-out set's from another
     "ppo_poi_diayn.py",
     "ppo_poi_emb.py",
 ]
