@@ -1,6 +1,8 @@
 """Behaviour shaping by interest: the DIAYN discriminator, the POI-guided skill sampler, the
 state sampler's VAE, the interest embedding; smoke runs of both files."""
 
+import importlib
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from algos import ppo_poi_diayn as diayn
 from algos import ppo_poi_disagreement as disagreement
 from algos import ppo_poi_emb as emb
 from algos import ppo_poi_ensemble as ensemble
+from common.checks import check_and_fill
 from common.heldout import random_policy_transitions
 from envs import OneHotFlatObs, resolve_env_id
 from envs.views import NUM_CHANNELS
@@ -326,22 +329,34 @@ def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script, f
         assert np.allclose(correct, np.round(correct), atol=1e-3)
 
 
-@pytest.mark.parametrize(
-    "script, flags, fresh",
-    [
-        ("algos/ppo_poi_diayn.py", ["--num-skills", "1"], True),  # each file's first case in a fresh interpreter
-        ("algos/ppo_poi_diayn.py", ["--uniform-prior-weight", "1.5"], False),
-        ("algos/ppo_poi_diayn.py", ["--disc-input", "xy"], False),  # the VAE's samples have no cell
-        ("algos/ppo_poi_diayn.py", ["--skill-interest", "error"], False),  # nor targets
-        ("algos/ppo_poi_diayn.py", ["--skill-envs", "17"], False),  # of 16 envs
-        ("algos/ppo_poi_diayn.py", ["--skill-then-task", "--skill-steps", "0"], False),  # no steps to carry a skill
-        ("algos/ppo_poi_emb.py", ["--emb-size", "0"], True),
-        ("algos/ppo_poi_emb.py", ["--interest-field", "ensemble", "--ensemble-size", "1"], False),
-    ],
-)
-def test_shaping_files_reject_bad_flags_with_one_line(tmp_path, script, flags, fresh):
-    proc = run(tmp_path, *flags, script=script, check=False, fresh=fresh)
-    assert proc.returncode == 1 and proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
+SHAPING_BAD_FLAGS = [
+    ("ppo_poi_diayn", ["--num-skills", "1"], "--num-skills must be a finite number in [2, inf), got 1"),
+    ("ppo_poi_diayn", ["--uniform-prior-weight", "1.5"], "--uniform-prior-weight must be a finite number in [0, 1]"),
+    ("ppo_poi_diayn", ["--disc-input", "xy"], "--disc-input xy needs a ColorDoorKey env (its info has the cells) and"),
+    ("ppo_poi_diayn", ["--skill-interest", "error"], "--skill-interest error needs --state-sampler rollouts"),
+    ("ppo_poi_diayn", ["--skill-envs", "17"], "--skill-envs must be at most --num-envs=16, got 17"),
+    ("ppo_poi_diayn", ["--skill-then-task", "--skill-steps", "0"], "--skill-then-task needs --skill-steps above 0"),
+    ("ppo_poi_emb", ["--emb-size", "0"], "--emb-size must be positive, got 0"),
+    ("ppo_poi_emb", ["--interest-field", "ensemble", "--ensemble-size", "1"], "--ensemble-size must be at least 2"),
+]
+
+
+@pytest.mark.parametrize("name, flags, message", SHAPING_BAD_FLAGS)
+def test_shaping_files_reject_bad_flags_naming_them(name, flags, message):
+    import tyro
+
+    module = importlib.import_module(f"algos.{name}")
+    with pytest.raises(ValueError) as error:
+        check_and_fill(tyro.cli(module.Args, args=flags), module.RANGES, module.fill_in_defaults)
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("name, flags, message", [SHAPING_BAD_FLAGS[0], SHAPING_BAD_FLAGS[6]])
+def test_shaping_files_reject_bad_flags_on_the_command_line_with_one_line(tmp_path, name, flags, message):
+    """Each file's command-line path, in a fresh interpreter: one line, exit 1, no run folder."""
+    proc = run(tmp_path, *flags, script=f"algos/{name}.py", check=False, fresh=True)
+    assert proc.returncode == 1 and proc.stderr.strip() == f"error: {message}"
+    assert not (tmp_path / "runs").exists()
 
 
 def test_diayn_runs_on_a_minigrid_id_without_cells(tmp_path):
