@@ -85,6 +85,7 @@ def test_save_model_then_load_and_predict(tmp_path):
     import gymnasium as gym
 
     from algos.ppo import Agent, ExternalModel
+    from common.heldout import heldout_set
     from envs import OneHotFlatObs, view_columns
 
     run(
@@ -101,10 +102,15 @@ def test_save_model_then_load_and_predict(tmp_path):
     run_dir = only_run_dir(tmp_path)
     assert {"agent.pt", "external_model.pt", "args.json"} <= {p.name for p in run_dir.iterdir()}
     model = ExternalModel.load(run_dir / "external_model.pt")
+    # the model saved is the model the run evaluated last: its error on the last phase's held-out set, worked out
+    # here without the run's evaluation code, is the last eval_loss logged
+    data, _ = heldout_set("ColorDoorKey-6x6-v0", ["red", "blue"], 1, "forward", num_steps=64, episode_steps=80)
+    obs, actions = torch.tensor(data["obs"]), torch.tensor(data["actions"])
+    error = ((model.predict(obs, actions) - torch.tensor(data["next_obs"])) ** 2).mean().item()
+    (last_step, last_error) = read_scalars(run_dir)["external_model/eval_loss"][-1]
+    assert last_step == 512 and error == pytest.approx(last_error, rel=1e-5)
     env = OneHotFlatObs(gym.make("ColorDoorKey-6x6-v0"))
     obs = torch.tensor(np.stack([env.reset(seed=s)[0] for s in range(4)]))
-    prediction = model.predict(obs, torch.tensor([0, 1, 2, 5]))
-    assert prediction.shape == obs.shape and torch.isfinite(prediction).all()
     agent = Agent(obs.shape[1], 7, columns=view_columns("ColorDoorKey-6x6-v0"))  # the run's first layers
     agent.load_state_dict(torch.load(run_dir / "agent.pt"))
     assert agent.get_action_and_value(obs)[0].shape == (4,)
