@@ -81,8 +81,6 @@ def resolve_algo(spec: str) -> tuple[str, Path, list[str]]:
 def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[str], out: Path) -> list[Run]:
     """Seed-major order: a sweep cut short has the same seeds of every method and env."""
     resolved = [resolve_algo(spec) for spec in algos]
-    if any(path.parent == ROOT / "algos" for _, path, _ in resolved):  # this checkout's files know its envs
-        check_envs(envs)
     runs = []
     for seed in seeds:
         for env in envs:
@@ -108,23 +106,29 @@ def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[s
     return runs
 
 
-def check_envs(names: list[str]) -> None:
-    """ValueError (one line) for an env name that none of this checkout's algorithm files knows (a typo would fail
-    every run); each file then checks that the env is one it can run. Files elsewhere (another checkout, another
-    project) may know other envs: they are not checked here."""
-    import gymnasium as gym
+def check_flags(runs: list[Run]) -> None:
+    """ValueError (one line naming the run) for a run of this checkout's algorithm files whose flags the file would
+    refuse (an unknown env, a value out of range, a combination that cannot run), checked as the file checks them
+    (`parse_args` without --resume), once for each method and env: a bad flag would fail every run of it. Files
+    elsewhere (another checkout, another project) are not imported here: their runs check their own flags."""
+    import importlib
 
-    from envs import SHORT_NAMES
-    from envs.continuous import register_robotics  # and the continuous worlds that change
+    import tyro
 
-    unknown = [name for name in names if name not in SHORT_NAMES and name not in gym.registry]
-    if unknown and register_robotics():
-        unknown = [name for name in unknown if name not in gym.registry]
-    if unknown:
-        raise ValueError(
-            f"unknown env {unknown[0]!r}: neither a ColorDoorKey name ({', '.join(SHORT_NAMES)}) nor a registered "
-            f"gymnasium id"
-        )
+    from common.checks import check_and_fill
+
+    checked = set()
+    for run in runs:
+        script = Path(run.command[1])
+        if script.parent != ROOT / "algos" or (run.label, run.env) in checked:
+            continue
+        checked.add((run.label, run.env))
+        module = importlib.import_module(f"algos.{script.stem}")
+        args = tyro.cli(module.Args, args=list(run.command[2:]))  # tyro's own errors: its message, exit 2
+        try:
+            check_and_fill(args, module.RANGES, module.fill_in_defaults)
+        except ValueError as error:
+            raise ValueError(f"{run.key}: {error}") from None
 
 
 def attempt_with(run: Run, out: Path, file_name: str, latest: bool = False) -> Path | None:
@@ -397,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.start_for is not None and not args.start_for > 0:
             raise ValueError(f"--start-for must be positive, got {args.start_for}")
         runs = plan_runs(args.algos, args.envs, args.seeds, shlex.split(args.extra), out)
+        check_flags(runs)
         done = done_in_series(args.done)
         if args.backend == "ray":
             try:

@@ -72,7 +72,11 @@ def resolve_env_id(name: str) -> str:
         return SHORT_NAMES[name]
     if name in gym.registry and name.startswith(("ColorDoorKey", "MiniGrid-")):
         return name
-    raise ValueError(f"unknown env {name!r}; known names: {', '.join(known_env_names())}")
+    minigrid = sum(k.startswith("MiniGrid-") for k in gym.registry)
+    raise ValueError(
+        f"unknown env {name!r}; known names: {', '.join(SHORT_NAMES)}, their -v0 ids, or one of the {minigrid} "
+        f"registered MiniGrid ids (MiniGrid-DoorKey-8x8-v0, ...)"
+    )
 
 
 def is_color_door_key(env_id: str) -> bool:

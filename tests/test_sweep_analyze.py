@@ -2,6 +2,7 @@
 event files whose answers are known by construction, bad input, a tiny real sweep end to end)."""
 
 import json
+import re
 import math
 import subprocess
 import sys
@@ -153,12 +154,30 @@ def test_sweep_plans_labels_and_rejects_bad_input(tmp_path):
     assert runs[1].command[-4:] == ("--int-coef", "0.1", "--total-timesteps", "9")
     with pytest.raises(ValueError, match="unknown algorithm 'nope'.*known: .*ppo"):
         sweep.resolve_algo("nope")
-    for env in ("PendulumMotorChange-v1", "FetchReach-v4", "MiniGrid-Empty-5x5-v0", "ColorDoorKeyBand-8x8"):
-        sweep.plan_runs(["ppo"], [env], [1], [], tmp_path)  # known here (each file says whether it can run it)
-    with pytest.raises(ValueError, match="^unknown env 'ColorDoorKey-7x7': neither a ColorDoorKey name"):
-        sweep.plan_runs(["ppo"], ["ColorDoorKey-6x6", "ColorDoorKey-7x7"], [1], [], tmp_path)
-    (tmp_path / "own.py").write_text("")  # a file of another project may know envs of its own
-    assert sweep.plan_runs([str(tmp_path / "own.py")], ["E"], [1], [], tmp_path)[0].key == "E__own__1"
+    # the flags of this checkout's files are checked as each file checks them, once for each method and env
+    sweep.check_flags(sweep.plan_runs(["ppo"], ["MiniGrid-Empty-5x5-v0", "ColorDoorKeyBand-8x8"], [1, 2], [], tmp_path))
+    long_sac = ["--total-timesteps", "40000", "--change-steps", "20000"]
+    sweep.check_flags(sweep.plan_runs(["sac_forward_model"], ["PendulumMotorChange-v1"], [1], long_sac, tmp_path))
+    for algos, envs, message in [
+        (["ppo"], ["ColorDoorKey-6x6", "ColorDoorKey-7x7"], "ColorDoorKey-7x7__ppo__1: unknown env 'ColorDoorKey-7x7'"),
+        (["ppo"], ["Pendulum-v1"], "Pendulum-v1__ppo__1: unknown env 'Pendulum-v1'"),  # not one of this file's
+        (["ppo", "ppo --num-envs 0"], ["ColorDoorKey-6x6"], "ColorDoorKey-6x6__ppo-num-envs-0__1: --num-envs must be"),
+        (
+            ["sac_forward_model"],
+            ["ColorDoorKey-6x6-v0"],
+            "ColorDoorKey-6x6-v0__sac_forward_model__1: ColorDoorKey-6x6-v0 has",
+        ),
+    ]:
+        with pytest.raises(ValueError, match="^" + re.escape(message)):
+            sweep.check_flags(sweep.plan_runs(algos, envs, [1, 2], [], tmp_path))
+    (tmp_path / "own.py").write_text("")  # a file of another checkout or project checks its own flags
+    sweep.check_flags(sweep.plan_runs([str(tmp_path / "own.py")], ["E"], [1], ["--num-envs", "0"], tmp_path))
+    bad = forked.run(["-m", "common.sweep", "--algos", "ppo --num-envs 0", "--envs", "ColorDoorKey-6x6", "--seeds", "1",
+                      "--out", tmp_path / "bad"], ROOT)  # fmt: skip
+    assert bad.returncode == 1 and bad.stderr.strip() == (
+        "error: ColorDoorKey-6x6__ppo-num-envs-0__1: --num-envs must be positive, got 0"
+    )
+    assert not (tmp_path / "bad").exists()
     for flags, message in [
         (["--workers", "0"], "error: --workers must be positive, got 0"),
         (["--run-timeout", "nan"], "error: --run-timeout must be positive, got nan"),
