@@ -204,17 +204,24 @@ def parse_args(args_class, ranges: dict[str, str], fill_in_defaults, argv: list[
     checked against `ranges` and filled in (`common.checks.check_and_fill`). A bad value or a
     checkpoint that cannot be read: one line and exit 1, before anything is written."""
     args = tyro.cli(args_class, args=argv)
+    try:
+        checkpoint = read_checkpoint(args) if args.resume else None
+        args = check_run_args(checkpoint["args"] if checkpoint else args, ranges, fill_in_defaults)
+    except ValueError as error:
+        sys.exit(f"error: {error}")
+    return args, checkpoint
+
+
+def check_run_args(args, ranges: dict[str, str], fill_in_defaults):
+    """A run's flags checked as `parse_args` checks them, without a checkpoint (a sweep checks its runs' flags so
+    before it starts them): --track's wandb, then `common.checks.check_and_fill`; ValueError naming the first
+    problem; returns `args` filled in."""
     if args.track:
         try:
             import wandb  # noqa: F401  (imported only with --track)
         except ImportError:
-            sys.exit("error: --track needs wandb: pip install wandb")
-    try:
-        checkpoint = read_checkpoint(args) if args.resume else None
-        args = check_and_fill(checkpoint["args"] if checkpoint else args, ranges, fill_in_defaults)
-    except ValueError as error:
-        sys.exit(f"error: {error}")
-    return args, checkpoint
+            raise ValueError("--track needs wandb: pip install wandb") from None
+    return check_and_fill(args, ranges, fill_in_defaults)
 
 
 class Run(contextlib.ExitStack):

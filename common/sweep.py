@@ -32,8 +32,10 @@ system), and have the requirements installed; each run asks Ray for one CPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import glob
+import io
 import json
 import os
 import re
@@ -108,14 +110,14 @@ def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[s
 
 def check_flags(runs: list[Run]) -> None:
     """ValueError (one line naming the run) for a run of this checkout's algorithm files whose flags the file would
-    refuse (an unknown env, a value out of range, a combination that cannot run), checked as the file checks them
-    (`parse_args` without --resume), once for each method and env: a bad flag would fail every run of it. Files
-    elsewhere (another checkout, another project) are not imported here: their runs check their own flags."""
+    refuse (one that does not parse, an unknown env, a value out of range, a combination that cannot run), checked as
+    the file checks a new run's (`common.runs.check_run_args`), once for each method and env (the seeds: `main`).
+    Files elsewhere (another checkout, another project) are not imported here: their runs check their own flags."""
     import importlib
 
     import tyro
 
-    from common.checks import check_and_fill
+    from common.runs import check_run_args
 
     checked = set()
     for run in runs:
@@ -124,11 +126,31 @@ def check_flags(runs: list[Run]) -> None:
             continue
         checked.add((run.label, run.env))
         module = importlib.import_module(f"algos.{script.stem}")
-        args = tyro.cli(module.Args, args=list(run.command[2:]))  # tyro's own errors: its message, exit 2
+        said = io.StringIO()  # tyro's framed message, and what `--bf16 auto` says it resolves to on this machine
         try:
-            check_and_fill(args, module.RANGES, module.fill_in_defaults)
+            with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+                check_run_args(
+                    tyro.cli(module.Args, args=list(run.command[2:])), module.RANGES, module.fill_in_defaults
+                )
+        except SystemExit:  # tyro's: the flags do not parse
+            raise ValueError(f"{run.key}: {script.name} {unframed(said.getvalue())}") from None
         except ValueError as error:
             raise ValueError(f"{run.key}: {error}") from None
+
+
+def unframed(message: str) -> str:
+    """Tyro's framed error as one line: its parts (between the frame's rules) joined by "; ", without its title and
+    its pointer to --help."""
+    parts, part = [], []
+    for line in [line.strip(" │╭╮╰╯") for line in message.splitlines()][1:]:  # the first: the frame's title
+        if line.startswith("For full helptext"):
+            break
+        if line and set(line) <= set("-─"):  # a rule between parts
+            parts, part = parts + [" ".join(part)], []
+        elif line:
+            part.append(" ".join(line.split()))
+    kept = [text for text in parts + [" ".join(part)] if text]
+    return "; ".join(kept) or " ".join(message.split())
 
 
 def attempt_with(run: Run, out: Path, file_name: str, latest: bool = False) -> Path | None:
@@ -400,9 +422,18 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--run-timeout must be positive, got {args.run_timeout}")
         if args.start_for is not None and not args.start_for > 0:
             raise ValueError(f"--start-for must be positive, got {args.start_for}")
+        if not all(0 <= seed < 2**32 for seed in args.seeds):
+            raise ValueError(
+                f"--seeds must be in [0, 4294967295] (numpy's seeds), got {' '.join(map(str, args.seeds))}"
+            )
         runs = plan_runs(args.algos, args.envs, args.seeds, shlex.split(args.extra), out)
-        check_flags(runs)
         done = done_in_series(args.done)
+        starting_over = [
+            run
+            for run in runs
+            if not done.get(run.key) and finished_run_dir(run, out) is None and resumable_run_dir(run, out) is None
+        ]
+        check_flags(starting_over)  # a resumed run is checked by its file against its checkpoint's flags
         if args.backend == "ray":
             try:
                 import ray  # noqa: F401

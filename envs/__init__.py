@@ -74,8 +74,8 @@ def resolve_env_id(name: str) -> str:
         return name
     minigrid = sum(k.startswith("MiniGrid-") for k in gym.registry)
     raise ValueError(
-        f"unknown env {name!r}; known names: {', '.join(SHORT_NAMES)}, their -v0 ids, or one of the {minigrid} "
-        f"registered MiniGrid ids (MiniGrid-DoorKey-8x8-v0, ...)"
+        f"unknown env {name!r}; known names: {', '.join(SHORT_NAMES)}, the ColorDoorKey ids they stand for "
+        f"(ColorDoorKey-6x6-v0, ...), or one of the {minigrid} registered MiniGrid ids (MiniGrid-DoorKey-8x8-v0, ...)"
     )
 
 

@@ -340,6 +340,8 @@ def test_evaluation_and_logging_never_change_training(tmp_path, shared_run, key)
         scalars = read_scalars(run_dir)
         logs.append({k: v for k, v in scalars.items() if k.startswith(("losses/", "poi/mean", "external_model/train"))})
     assert len(logs[0]["losses/policy_loss"]) == 7 and logs[0] == logs[1]
+    if "--interest noise" in key:  # the file draws the noise interest: 128 uniform draws a rollout
+        assert all(0.4 < value < 0.6 for _, value in logs[0]["poi/mean"])
 
 
 def test_a_terminated_run_exits_with_one_line_and_keeps_its_logs(tmp_path, signal_name="SIGTERM", code=143):

@@ -178,6 +178,23 @@ def test_sweep_plans_labels_and_rejects_bad_input(tmp_path):
         "error: ColorDoorKey-6x6__ppo-num-envs-0__1: --num-envs must be positive, got 0"
     )
     assert not (tmp_path / "bad").exists()
+    tyro_error = forked.run(["-m", "common.sweep", "--algos", "ppo", "--envs", "ColorDoorKey-6x6", "--seeds", "1",
+                             "--extra", "--int-coef 0.1", "--out", tmp_path / "bad"], ROOT)  # fmt: skip
+    assert tyro_error.returncode == 1 and tyro_error.stderr.strip().startswith(
+        "error: ColorDoorKey-6x6__ppo__1: ppo.py Unrecognized options: --int-coef, 0.1; Perhaps you meant: --ent-coef"
+    )
+    assert not (tmp_path / "bad").exists()
+    # a run that will not start afresh is not checked: finished, or resumed (its file checks its checkpoint's flags)
+    finished = tmp_path / "old" / "runs" / "ColorDoorKey-6x6__ppo-num-envs-0__1__1700000000"
+    finished.mkdir(parents=True)
+    (finished / "finished.json").write_text("{}")
+
+    def dry_run(*seeds):
+        return sweep.main(["--algos", "ppo --num-envs 0", "--envs", "ColorDoorKey-6x6", "--seeds", *map(str, seeds),
+                           "--out", str(tmp_path / "old"), "--dry-run"])  # fmt: skip
+
+    assert dry_run(1) == 0 and dry_run(1, 2) == 1  # seed 2's run would start: refused
+    assert dry_run(1, 2**32) == 1  # a seed numpy cannot take, whatever the file
     for flags, message in [
         (["--workers", "0"], "error: --workers must be positive, got 0"),
         (["--run-timeout", "nan"], "error: --run-timeout must be positive, got nan"),
