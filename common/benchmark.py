@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import math
 import statistics
@@ -31,6 +32,7 @@ import gymnasium as gym
 import numpy as np
 
 from common.heldout import random_policy_transitions
+from common.runs import check_command
 from common.tb import read_scalars
 from envs import OneHotFlatObs, is_color_door_key, make_vector_env, resolve_env_id, view_columns
 from envs.continuous import check_continuous_env
@@ -451,6 +453,13 @@ def main() -> None:
         poi_table(args.algos, env_id, args.poi_steps, args.rounds)
         return
     extra = ([] if continuous else ["--num-envs", str(args.num_envs)]) + args.extra.split()
+    for algo, vector_env, flags in itertools.product(args.algos, args.vector_envs, ["", *args.variant]):
+        kind = ["--vector-env", vector_env] if vector_env else []  # each training run's flags, before any measuring
+        budget = ["--env", args.env, "--total-timesteps", str(args.total_timesteps)]
+        try:
+            check_command(ROOT / "algos" / f"{algo}.py", [*budget, *extra, *kind, *flags.split()])
+        except ValueError as error:
+            sys.exit(f"error: {algo}{f' {flags}' if flags else ''}: {error}")
     if args.flops:
         if continuous:  # a batch of 256 through a 256-wide hidden layer (SAC's networks, the forward models')
             flops_table(args.algos, args.env, args.total_timesteps, extra, args.rounds, (256, 256, 256))

@@ -32,10 +32,8 @@ system), and have the requirements installed; each run asks Ray for one CPU.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import glob
-import io
 import json
 import os
 import re
@@ -50,7 +48,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from common.checkpoint import CHECKPOINT
-from common.runs import COMPLETION_MARKER, Terminated, lock_folder
+from common.runs import COMPLETION_MARKER, Terminated, check_command, lock_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG_TAIL_LINES = 20
@@ -110,47 +108,18 @@ def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[s
 
 def check_flags(runs: list[Run]) -> None:
     """ValueError (one line naming the run) for a run of this checkout's algorithm files whose flags the file would
-    refuse (one that does not parse, an unknown env, a value out of range, a combination that cannot run), checked as
-    the file checks a new run's (`common.runs.check_run_args`), once for each method and env (the seeds: `main`).
-    Files elsewhere (another checkout, another project) are not imported here: their runs check their own flags."""
-    import importlib
-
-    import tyro
-
-    from common.runs import check_run_args
-
+    refuse, checked as a new run of it checks them (`common.runs.check_command`), once for each method and env (the
+    seeds: `main`). Files elsewhere (another checkout, another project) are not imported: their runs check their own."""
     checked = set()
     for run in runs:
         script = Path(run.command[1])
         if script.parent != ROOT / "algos" or (run.label, run.env) in checked:
             continue
         checked.add((run.label, run.env))
-        module = importlib.import_module(f"algos.{script.stem}")
-        said = io.StringIO()  # tyro's framed message, and what `--bf16 auto` says it resolves to on this machine
         try:
-            with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-                check_run_args(
-                    tyro.cli(module.Args, args=list(run.command[2:])), module.RANGES, module.fill_in_defaults
-                )
-        except SystemExit:  # tyro's: the flags do not parse
-            raise ValueError(f"{run.key}: {script.name} {unframed(said.getvalue())}") from None
+            check_command(script, list(run.command[2:]))
         except ValueError as error:
             raise ValueError(f"{run.key}: {error}") from None
-
-
-def unframed(message: str) -> str:
-    """Tyro's framed error as one line: its parts (between the frame's rules) joined by "; ", without its title and
-    its pointer to --help."""
-    parts, part = [], []
-    for line in [line.strip(" │╭╮╰╯") for line in message.splitlines()][1:]:  # the first: the frame's title
-        if line.startswith("For full helptext"):
-            break
-        if line and set(line) <= set("-─"):  # a rule between parts
-            parts, part = parts + [" ".join(part)], []
-        elif line:
-            part.append(" ".join(line.split()))
-    kept = [text for text in parts + [" ".join(part)] if text]
-    return "; ".join(kept) or " ".join(message.split())
 
 
 def attempt_with(run: Run, out: Path, file_name: str, latest: bool = False) -> Path | None:

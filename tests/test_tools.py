@@ -90,6 +90,18 @@ def test_benchmark_compare_exports_a_revision_and_rejects_unknown_ones(tmp_path)
     assert proc.returncode == 1 and "not a revision" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_benchmark_checks_the_training_runs_flags_before_measuring():
+    proc = forked.run(["-m", "common.benchmark", "--algos", "ppo", "--variant=--bf16 sometimes"], ROOT)
+    assert proc.returncode == 1 and proc.stderr.strip().startswith(
+        "error: ppo --bf16 sometimes: ppo.py invalid choice 'sometimes' for argument '--bf16'"
+    )
+    proc = forked.run(["-m", "common.benchmark", "--algos", "ppo", "--extra", "--learning-rate -1"], ROOT)
+    assert proc.returncode == 1 and proc.stderr.strip() == (
+        "error: ppo: --learning-rate must be a finite number in (0, inf), got -1.0"
+    )
+    assert "round" not in proc.stdout  # nothing measured
+
+
 @pytest.mark.parametrize("flag", ["--num-envs", "--total-timesteps", "--raw-steps", "--rounds"])
 def test_benchmark_refuses_a_size_below_1_before_measuring(flag):
     proc = forked.run(["-m", "common.benchmark", "--algos", flag, "0"], ROOT)
