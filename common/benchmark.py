@@ -32,7 +32,7 @@ import gymnasium as gym
 import numpy as np
 
 from common.heldout import random_policy_transitions
-from common.runs import check_command
+from common.sweep import check_command
 from common.tb import read_scalars
 from envs import OneHotFlatObs, is_color_door_key, make_vector_env, resolve_env_id, view_columns
 from envs.continuous import check_continuous_env
@@ -457,7 +457,7 @@ def main() -> None:
         kind = ["--vector-env", vector_env] if vector_env else []  # each training run's flags, before any measuring
         budget = ["--env", args.env, "--total-timesteps", str(args.total_timesteps)]
         try:
-            check_command(ROOT / "algos" / f"{algo}.py", [*budget, *extra, *kind, *flags.split()])
+            check_command(algo, [*budget, *extra, *kind, *flags.split()])
         except ValueError as error:
             sys.exit(f"error: {algo}{f' {flags}' if flags else ''}: {error}")
     if args.flops:

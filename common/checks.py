@@ -29,11 +29,11 @@ def check_range(
     inside = (low < value if low_open else low <= value) and (value < high if high_open else value <= high)
     if not (math.isfinite(value) and inside):
         opening, closing = "(" if low_open else "[", ")" if high_open or high == math.inf else "]"
-        interval = f"{opening}{number(low)}, {number(high)}{closing}"
+        interval = f"{opening}{interval_end(low)}, {interval_end(high)}{closing}"
         raise ValueError(f"--{name.replace('_', '-')} must be a finite number in {interval}, got {value}")
 
 
-def number(x: float) -> str:
+def interval_end(x: float) -> str:
     """An interval's end as the table writes it: a whole number in full (4294967295, not 4.29497e+09)."""
     return str(int(x)) if float(x).is_integer() else f"{x:g}"  # an int too (int.is_integer is 3.12's)
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import importlib
-import io
 import json
 import math
 import os
@@ -224,35 +222,6 @@ def check_run_args(args, ranges: dict[str, str], fill_in_defaults):
         except ImportError:
             raise ValueError("--track needs wandb: pip install wandb") from None
     return check_and_fill(args, ranges, fill_in_defaults)
-
-
-def check_command(script: Path, argv: list[str]) -> None:
-    """The flags `argv` of `script`, an algorithm file of this checkout, checked in this process as a new run of it
-    checks them (`parse_args` without --resume): ValueError, one line, for flags that do not parse or that the file
-    refuses. What the check would print (tyro's framed message, what --bf16 auto resolves to here) stays off the
-    console. For a tool that starts runs (a sweep, a benchmark), before it starts any."""
-    module = importlib.import_module(f"algos.{Path(script).stem}")
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-            check_run_args(tyro.cli(module.Args, args=argv), module.RANGES, module.fill_in_defaults)
-    except SystemExit:  # tyro's: the flags do not parse
-        raise ValueError(f"{Path(script).name} {unframed(said.getvalue())}") from None
-
-
-def unframed(message: str) -> str:
-    """Tyro's framed error as one line: its parts (between the frame's rules) joined by "; ", without its title and
-    its pointer to --help."""
-    parts, part = [], []
-    for line in [line.strip(" │╭╮╰╯") for line in message.splitlines()][1:]:  # the first: the frame's title
-        if line.startswith("For full helptext"):
-            break
-        if line and set(line) <= set("-─"):  # a rule between parts
-            parts, part = parts + [" ".join(part)], []
-        elif line:
-            part.append(" ".join(line.split()))
-    kept = [text for text in parts + [" ".join(part)] if text]
-    return "; ".join(kept) or " ".join(message.split())
 
 
 class Run(contextlib.ExitStack):

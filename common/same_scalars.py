@@ -10,8 +10,9 @@ is every file in algos/. `--extra` replaces the default flags of the short runs 
 must name the budget, `--total-timesteps`. A file the other revision does not have is reported and counts as a
 difference. Exit code 0 when every file logs the same tags with the same steps and bitwise-equal
 values, 1 otherwise, 2 for a usage error before any run (a file this checkout does not have, a revision git
-does not know, an --extra without a budget); the first difference of each file is printed. With `--new-tags-ok` the tags that only
-this checkout logs are listed and left out (a change that adds logging); a tag only the other logs still differs.
+does not know, an --extra without a budget); the first difference of each file is printed. With `--new-tags-ok`
+the tags that only this checkout logs are listed and left out (a change that adds logging); a tag only the other
+logs still differs.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ import math
 import os
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -169,7 +170,7 @@ def write(records: list[dict], path: Path) -> None:
     written, and two writers of one series never write into one file."""
     path = Path(path)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    umask = os.umask(0)
+    umask = os.umask(0)  # read by setting it (the only way); set back at once
     os.umask(umask)
     os.fchmod(handle, 0o666 & ~umask)  # as open() would make it (mkstemp's file is private)
     try:
@@ -191,7 +192,7 @@ def read(path: Path) -> list[dict]:
     try:
         with gzip.open(path, "rt") as f:
             records = [json.loads(line) for line in f if line.strip()]
-    except (OSError, EOFError, ValueError) as error:  # not gzip, cut short, not JSON
+    except (OSError, EOFError, zlib.error, ValueError) as error:  # not gzip, cut short, damaged, not JSON
         raise ValueError(f"{path} is not a series file that can be read ({first_line(error)})") from None
     for number, rec in enumerate(records, 1):
         if not (isinstance(rec, dict) and isinstance(rec.get("tags"), dict)):

@@ -32,8 +32,11 @@ system), and have the requirements installed; each run asks Ray for one CPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import glob
+import importlib
+import io
 import json
 import os
 import re
@@ -48,7 +51,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from common.checkpoint import CHECKPOINT
-from common.runs import COMPLETION_MARKER, Terminated, check_command, lock_folder
+from common.runs import COMPLETION_MARKER, Terminated, check_run_args, lock_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG_TAIL_LINES = 20
@@ -106,10 +109,41 @@ def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[s
     return runs
 
 
+def check_command(algo: str, argv: list[str]) -> None:
+    """The flags `argv` of `algos/<algo>.py` of this checkout, checked in this process as a new run of it checks them
+    (`common.runs.check_run_args`, `parse_args` without --resume): ValueError, one line, for flags that do not parse
+    or that the file refuses. What the check would print (tyro's framed message, what --bf16 auto resolves to here)
+    stays off the console. For a tool that starts runs (a sweep, a benchmark), before it starts any."""
+    import tyro  # what the algorithm files parse their flags with (imported here only: a sweep may never need it)
+
+    module = importlib.import_module(f"algos.{algo}")
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+            check_run_args(tyro.cli(module.Args, args=argv), module.RANGES, module.fill_in_defaults)
+    except SystemExit:  # tyro's: the flags do not parse
+        raise ValueError(unframed(said.getvalue())) from None
+
+
+def unframed(message: str) -> str:
+    """Tyro's framed error as one line: its parts (between the frame's rules) joined by "; ", without its title and
+    its pointer to --help."""
+    parts, part = [], []
+    for line in [line.strip(" │╭╮╰╯") for line in message.splitlines()][1:]:  # the first: the frame's title
+        if line.startswith("For full helptext"):
+            break
+        if line and set(line) <= set("-─"):  # a rule between parts
+            parts, part = parts + [" ".join(part)], []
+        elif line:
+            part.append(" ".join(line.split()))
+    kept = [text for text in parts + [" ".join(part)] if text]
+    return "; ".join(kept) or " ".join(message.split())
+
+
 def check_flags(runs: list[Run]) -> None:
     """ValueError (one line naming the run) for a run of this checkout's algorithm files whose flags the file would
-    refuse, checked as a new run of it checks them (`common.runs.check_command`), once for each method and env (the
-    seeds: `main`). Files elsewhere (another checkout, another project) are not imported: their runs check their own."""
+    refuse, checked as a new run of it checks them (`check_command`), once for each method and env (the seeds:
+    `main`). Files elsewhere (another checkout, another project) are not imported: their runs check their own."""
     checked = set()
     for run in runs:
         script = Path(run.command[1])
@@ -117,7 +151,7 @@ def check_flags(runs: list[Run]) -> None:
             continue
         checked.add((run.label, run.env))
         try:
-            check_command(script, list(run.command[2:]))
+            check_command(script.stem, list(run.command[2:]))
         except ValueError as error:
             raise ValueError(f"{run.key}: {error}") from None
 
@@ -397,12 +431,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         runs = plan_runs(args.algos, args.envs, args.seeds, shlex.split(args.extra), out)
         done = done_in_series(args.done)
-        starting_over = [
-            run
-            for run in runs
-            if not done.get(run.key) and finished_run_dir(run, out) is None and resumable_run_dir(run, out) is None
-        ]
-        check_flags(starting_over)  # a resumed run is checked by its file against its checkpoint's flags
+        finished = {run: done.get(run.key) or finished_run_dir(run, out) for run in runs}
+        resumed = {run: resumable_run_dir(run, out) for run in runs if finished[run] is None}  # the runs to do
+        check_flags([run for run, run_dir in resumed.items() if run_dir is None])  # a resumed run: its checkpoint's
         if args.backend == "ray":
             try:
                 import ray  # noqa: F401
@@ -427,12 +458,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     (out / "sweep.json").write_text(json.dumps(manifest, indent=2))
 
-    finished = {run: done.get(run.key) or finished_run_dir(run, out) for run in runs}
-    todo = [run for run in runs if finished[run] is None]
-    for i, run in enumerate(todo):
-        if (run_dir := resumable_run_dir(run, out)) is not None:
-            todo[i] = dataclasses.replace(run, command=(*run.command, "--resume", str(run_dir)))
+    todo = []
+    for run, run_dir in resumed.items():
+        if run_dir is not None:
+            run = dataclasses.replace(run, command=(*run.command, "--resume", str(run_dir)))
             print(f"[sweep] resume {run.key} from {run_dir / CHECKPOINT}")
+        todo.append(run)
     progress = Progress(len(runs), len(runs) - len(todo), args.workers)
     for run in runs:
         if finished[run] is not None:

@@ -39,7 +39,6 @@ __all__ = [
     "is_color_door_key",
     "key_colors",
     "key_distance",
-    "known_env_names",
     "make_vector_env",
     "one_hot_view",
     "resolve_env_id",
@@ -59,11 +58,6 @@ SHORT_NAMES = {"ColorDoorKey": "ColorDoorKey-8x8-v0"} | {name: f"{name}-v0" for 
 for _name, _kwargs in VARIANTS.items():
     if f"{_name}-v0" not in gym.registry:
         gym.register(f"{_name}-v0", entry_point=ColorDoorKeyEnv, kwargs=_kwargs)
-
-
-def known_env_names() -> list[str]:
-    registered = [k for k in gym.registry if k.startswith(("ColorDoorKey", "MiniGrid-"))]
-    return list(SHORT_NAMES) + sorted(registered)
 
 
 def resolve_env_id(name: str) -> str:

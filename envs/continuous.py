@@ -19,7 +19,7 @@ EXAMPLES = (
 )
 
 
-def register_robotics() -> bool:
+def _register_robotics() -> bool:
     """Register gymnasium-robotics' ids (its import prints a notice about the Adroit tasks to stderr: muted)."""
     try:
         muted = io.StringIO()
@@ -38,7 +38,7 @@ def check_continuous_env(env_id: str) -> None:
     try:
         gym.spec(env_id)
     except gym.error.Error:
-        if not (register_robotics() and env_id in gym.registry):
+        if not (_register_robotics() and env_id in gym.registry):
             raise ValueError(f"unknown env {env_id!r}; continuous examples: {EXAMPLES}") from None
     try:
         env = gym.make(env_id)
@@ -50,16 +50,27 @@ def check_continuous_env(env_id: str) -> None:
         raise ValueError(
             f"{env_id} has a {type(actions).__name__} action space; this file needs continuous (Box) actions"
         )
-    if isinstance(observations, gym.spaces.Dict) and not {"observation", "desired_goal"} <= set(observations.spaces):
+    if isinstance(observations, gym.spaces.Dict):
+        check_goal_keys(observations, env_id)
+
+
+GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
+"""what a goal-conditioned dict observation holds (gymnasium-robotics'), all of which `FlatGoalObs` reads"""
+
+
+def check_goal_keys(observations: gym.spaces.Dict, env_id: str) -> None:
+    """ValueError (one line) unless the dict observation space holds every one of GOAL_KEYS."""
+    missing = [key for key in GOAL_KEYS if key not in observations.spaces]
+    if missing:
         raise ValueError(
-            f"{env_id} has a dict observation without 'observation' and 'desired_goal' "
-            f"({', '.join(observations.spaces)}); this file needs a vector or a goal-conditioned observation"
+            f"{env_id} has a dict observation ({', '.join(observations.spaces)}) without {', '.join(missing)}; this "
+            f"file needs a vector or a goal-conditioned one ({', '.join(GOAL_KEYS)})"
         )
 
 
 def make_continuous_env(env_id: str, **kwargs) -> gym.Env:
     if env_id not in gym.registry:
-        register_robotics()
+        _register_robotics()
     env = gym.make(env_id, **kwargs)
     if isinstance(env.observation_space, gym.spaces.Dict):
         env = FlatGoalObs(env)
@@ -73,9 +84,8 @@ class FlatGoalObs(gym.ObservationWrapper):
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
+        check_goal_keys(env.observation_space, env.spec.id if env.spec else type(env.unwrapped).__name__)
         spaces = env.observation_space.spaces
-        if not {"observation", "desired_goal"} <= set(spaces):
-            raise ValueError(f"dict observation without 'observation' and 'desired_goal': {list(spaces)}")
         low = np.concatenate([spaces["observation"].low, spaces["desired_goal"].low]).astype(np.float32)
         high = np.concatenate([spaces["observation"].high, spaces["desired_goal"].high]).astype(np.float32)
         self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)

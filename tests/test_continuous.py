@@ -485,24 +485,35 @@ def test_continuous_ppo_noise_interest_draws_uniform_values_of_its_own(tmp_path)
     assert scalars[0]["external_model/train_loss"] != scalars[1]["external_model/train_loss"]  # the models differ
 
 
-def test_a_dict_observation_that_is_not_goal_conditioned_is_named_in_one_line():
-    from envs.continuous import check_continuous_env
+@pytest.mark.parametrize(
+    "keys, named",
+    [
+        (("image", "mission"), "(image, mission) without observation, achieved_goal, desired_goal"),
+        (("observation", "desired_goal"), "(desired_goal, observation) without achieved_goal"),  # FlatGoalObs reads it
+    ],
+)
+def test_a_dict_observation_that_is_not_goal_conditioned_is_named_in_one_line(keys, named):
+    from envs.continuous import FlatGoalObs, check_continuous_env
 
     class DictObservation(gym.Env):
         action_space = gym.spaces.Box(-1.0, 1.0, (1,))
-        observation_space = gym.spaces.Dict(
-            {"image": gym.spaces.Box(0.0, 1.0, (2,)), "mission": gym.spaces.Discrete(3)}
-        )
+        observation_space = gym.spaces.Dict({key: gym.spaces.Box(0.0, 1.0, (2,)) for key in keys})
 
     gym.register("TestDictObservation-v0", entry_point=DictObservation)
     try:
         with pytest.raises(ValueError) as error:
             check_continuous_env("TestDictObservation-v0")
+        with pytest.raises(ValueError) as wrapped:
+            FlatGoalObs(gym.make("TestDictObservation-v0"))
     finally:
         gym.registry.pop("TestDictObservation-v0")
-    assert str(error.value) == (
-        "TestDictObservation-v0 has a dict observation without 'observation' and 'desired_goal' (image, mission); "
-        "this file needs a vector or a goal-conditioned observation"
+    assert (
+        str(error.value)
+        == str(wrapped.value)
+        == (
+            f"TestDictObservation-v0 has a dict observation {named}; "
+            "this file needs a vector or a goal-conditioned one (observation, achieved_goal, desired_goal)"
+        )
     )
 
 

@@ -9,6 +9,7 @@ import hashlib
 import importlib.util
 import json
 import math
+import os
 import random
 import re
 import signal
@@ -268,6 +269,9 @@ def test_a_series_written_over_one_of_its_inputs_is_whole_or_untouched(tmp_path)
         series.write([rec, {**rec, "phases": object()}], path)
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl.gz", "sweep"]
     assert len(series.read(path)) == 3
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # as open() makes a file, not mkstemp's private one
 
 
 @pytest.mark.parametrize("module", ["common.series", "common.analyze"])

@@ -181,7 +181,7 @@ def test_sweep_plans_labels_and_rejects_bad_input(tmp_path):
     tyro_error = forked.run(["-m", "common.sweep", "--algos", "ppo", "--envs", "ColorDoorKey-6x6", "--seeds", "1",
                              "--extra", "--int-coef 0.1", "--out", tmp_path / "bad"], ROOT)  # fmt: skip
     assert tyro_error.returncode == 1 and tyro_error.stderr.strip().startswith(
-        "error: ColorDoorKey-6x6__ppo__1: ppo.py Unrecognized options: --int-coef, 0.1; Perhaps you meant: --ent-coef"
+        "error: ColorDoorKey-6x6__ppo__1: Unrecognized options: --int-coef, 0.1; Perhaps you meant: --ent-coef FLOAT"
     )
     assert not (tmp_path / "bad").exists()
     # a run that will not start afresh is not checked: finished, or resumed (its file checks its checkpoint's flags)

@@ -93,7 +93,7 @@ def test_benchmark_compare_exports_a_revision_and_rejects_unknown_ones(tmp_path)
 def test_benchmark_checks_the_training_runs_flags_before_measuring():
     proc = forked.run(["-m", "common.benchmark", "--algos", "ppo", "--variant=--bf16 sometimes"], ROOT)
     assert proc.returncode == 1 and proc.stderr.strip().startswith(
-        "error: ppo --bf16 sometimes: ppo.py invalid choice 'sometimes' for argument '--bf16'"
+        "error: ppo --bf16 sometimes: invalid choice 'sometimes' for argument '--bf16'"
     )
     proc = forked.run(["-m", "common.benchmark", "--algos", "ppo", "--extra", "--learning-rate -1"], ROOT)
     assert proc.returncode == 1 and proc.stderr.strip() == (
