@@ -296,6 +296,12 @@ def test_a_file_that_is_no_series_and_an_out_folder_that_is_missing_are_one_line
         with pytest.raises(ValueError, match="other.jsonl.gz is not a series file: its record 1 has no tags"):
             series.read(tmp_path / "other.jsonl.gz")
         (tmp_path / "other.jsonl.gz").unlink()
+        body = bytearray(gzip.compress(b'{"tags": {}}\n' * 1000))
+        body[30:40] = b"\xff" * 10  # a gzip header that reads, a body that does not
+        (tmp_path / "other.jsonl.gz").write_bytes(bytes(body))
+        with pytest.raises(ValueError, match="other.jsonl.gz is not a series file that can be read"):
+            series.read(tmp_path / "other.jsonl.gz")
+        (tmp_path / "other.jsonl.gz").unlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl.gz"]
 
 
