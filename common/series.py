@@ -170,11 +170,11 @@ def write(records: list[dict], path: Path) -> None:
     written, and two writers of one series never write into one file."""
     path = Path(path)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    umask = os.umask(0)  # read by setting it (the only way); set back at once
-    os.umask(umask)
-    os.fchmod(handle, 0o666 & ~umask)  # as open() would make it (mkstemp's file is private)
     try:
         with open(handle, "wb") as raw:
+            umask = os.umask(0)  # read by setting it (the only way); set back at once
+            os.umask(umask)
+            os.fchmod(handle, 0o666 & ~umask)  # as open() would make it (mkstemp's file is private)
             with gzip.GzipFile(path.name, "wb", 9, raw) as zipped, io.TextIOWrapper(zipped) as f:
                 for rec in records:
                     f.write(json.dumps({k: v for k, v in rec.items() if k != "scalars"}, separators=(",", ":")) + "\n")

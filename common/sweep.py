@@ -432,8 +432,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = plan_runs(args.algos, args.envs, args.seeds, shlex.split(args.extra), out)
         done = done_in_series(args.done)
         finished = {run: done.get(run.key) or finished_run_dir(run, out) for run in runs}
-        resumed = {run: resumable_run_dir(run, out) for run in runs if finished[run] is None}  # the runs to do
-        check_flags([run for run, run_dir in resumed.items() if run_dir is None])  # a resumed run: its checkpoint's
+        resume_from = {run: resumable_run_dir(run, out) for run in runs if finished[run] is None}  # the runs to do
+        check_flags([run for run, run_dir in resume_from.items() if run_dir is None])  # a resumed one: its checkpoint
         if args.backend == "ray":
             try:
                 import ray  # noqa: F401
@@ -459,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "sweep.json").write_text(json.dumps(manifest, indent=2))
 
     todo = []
-    for run, run_dir in resumed.items():
+    for run, run_dir in resume_from.items():
         if run_dir is not None:
             run = dataclasses.replace(run, command=(*run.command, "--resume", str(run_dir)))
             print(f"[sweep] resume {run.key} from {run_dir / CHECKPOINT}")

@@ -20,7 +20,7 @@ from common.heldout import (
     heldout_tensors,
     random_policy_layouts,
 )
-from envs import ColorDoorKeyEnv, OneHotFlatObs, key_distance, target_changed
+from envs import ColorDoorKeyEnv, OneHotFlatObs, flat_to_image, key_distance, target_changed
 from tests.test_env import door_of, stand_before_door
 
 RED, BLUE = COLOR_TO_IDX["red"], COLOR_TO_IDX["blue"]
@@ -132,9 +132,8 @@ def test_heldout_sets_are_fixed_many_layouts_and_hold_the_change(target):
     assert len(changed["obs"]) >= 64
     assert target_changed(target, changed["obs"], changed["actions"], RED, BLUE).all()
     if target == "key_distance":  # the targets are the blue phase's
-        image = full["obs"].reshape(-1, 7, 7, 20)
         assert np.isin(full["key_distance"], [14.0]).mean() < 0.9
-        obj = np.stack([image[..., :11].argmax(-1), image[..., 11:17].argmax(-1), image[..., 17:].argmax(-1)], -1)
+        obj = flat_to_image(full["obs"])
         np.testing.assert_allclose(full["key_distance"], key_distance(obj, np.full(len(obj), BLUE)))
     phase0_full, _ = heldout_set(env_id, colors, 0, target, num_steps=2000, episode_steps=20)
     np.testing.assert_array_equal(phase0_full["obs"][:100], first_views)  # same layouts in every phase

@@ -15,7 +15,7 @@ import pytest
 from minigrid.core.constants import COLOR_TO_IDX
 
 from envs import OneHotFlatObs
-from envs.views import key_distance
+from envs.views import flat_to_image, key_distance
 from tests import forked
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,8 +61,7 @@ def test_the_model_trains_on_each_observation_with_its_own_target(tmp_path, name
     obs, targets = received["obs"], received["targets"]
     assert obs.shape == (NUM_ENVS * NUM_STEPS, 980) and len(targets) == len(obs)
     if target == "key_distance":  # the red key (the first phase's) in the observation's own view
-        view = obs.reshape(-1, 7, 7, 20)
-        image = np.stack([view[..., :11].argmax(-1), view[..., 11:17].argmax(-1), view[..., 17:].argmax(-1)], -1)
+        image = flat_to_image(obs)
         np.testing.assert_allclose(targets[:, 0], key_distance(image, np.full(len(obs), COLOR_TO_IDX["red"])))
         assert len(np.unique(targets)) > 1  # views with and without the key: the check can tell a shift
     else:  # each env replayed alone from its seed with the actions taken: the change of each step, episode ends too
