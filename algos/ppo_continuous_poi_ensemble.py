@@ -21,7 +21,13 @@ from common.console import say
 from common.heldout import continuous_heldout_tensors
 from common.runs import Run, RunArgs, check_finite, parse_args, progress_line
 from envs import true_next_obs
-from envs.continuous import changed_region_share, check_continuous_env, fill_in_phases, make_continuous_env
+from envs.continuous import (
+    changed_region_share,
+    check_continuous_env,
+    fill_in_phases,
+    inner_wrapper,
+    make_continuous_env,
+)
 
 
 @dataclass
@@ -409,6 +415,10 @@ if __name__ == "__main__":
         assert isinstance(envs.single_action_space, gym.spaces.Box), "only continuous action space is supported"
         obs_dim = int(np.prod(envs.single_observation_space.shape))
         action_dim = int(np.prod(envs.single_action_space.shape))
+        # the forward model reads the action the env executes: the sample clipped to the task's bounds, ClipAction's
+        # (which itself takes any action); the policy's log-prob reads the sample
+        space = inner_wrapper(envs.envs[0], gym.wrappers.ClipAction).env.action_space
+        action_bounds = [torch.tensor(b, dtype=torch.float32, device=device).flatten() for b in (space.low, space.high)]
 
         agent = Agent(obs_dim, action_dim).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
@@ -514,7 +524,8 @@ if __name__ == "__main__":
                         iteration_returns.append(float(episode["r"][i]))
 
             # FORWARD MODEL LOGIC: train on this rollout's transitions
-            flat = (obs.reshape(-1, obs_dim), actions.reshape(-1, action_dim), deltas.reshape(-1, obs_dim))
+            executed = actions.reshape(-1, action_dim).clamp(*action_bounds)
+            flat = (obs.reshape(-1, obs_dim), executed, deltas.reshape(-1, obs_dim))
             model_train_loss = train_forward_model(
                 model, model_optimizer, *flat, args.model_epochs, args.model_batch_size
             )

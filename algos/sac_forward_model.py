@@ -232,7 +232,8 @@ class ReplayBuffer:
     """A ring buffer of one env's transitions, in the order they came; `next_obs` is the true next observation (never
     a reset one). With `goal_dim`, the observations end with the desired goal, and each transition keeps the goal its
     next observation achieved and where its episode ends, for hindsight relabelling (`sample`'s `her`). Each
-    transition also keeps a uniform draw from a generator of the buffer's own, seeded by `seed` (the noise interest)."""
+    transition also keeps a uniform draw from a generator of the buffer's own, seeded by (`seed`, 1) (the noise
+    interest): a stream apart from the forward model's split of the transitions, which `seed` seeds."""
 
     NOT_ENDED = np.iinfo(np.int64).max
 
@@ -242,7 +243,7 @@ class ReplayBuffer:
         self.actions = np.zeros((capacity, action_dim), dtype=np.float32)
         self.rewards = np.zeros(capacity, dtype=np.float32)
         self.terminations = np.zeros(capacity, dtype=np.float32)
-        self.noise, self.noise_rng = np.zeros(capacity, dtype=np.float32), np.random.default_rng(seed)
+        self.noise, self.noise_rng = np.zeros(capacity, dtype=np.float32), np.random.default_rng((seed, 1))
         self.capacity, self.pos, self.full = capacity, 0, False
         # for HER: the achieved goal of each next observation; each transition's number (counting every one added)
         # and the number past its episode's last (NOT_ENDED while it goes on)

@@ -11,7 +11,9 @@ from algos import sac_forward_model as sac
 from common.tb import read_scalars
 from common.heldout import continuous_heldout_set
 from envs.continuous import changed_region_share, fill_in_phases, make_continuous_env, motor_change
+from tests import forked
 from tests.reference import by_reference, reference
+from tests.test_rollout_data import ROOT, SPY
 from tests.test_smoke import only_run_dir, run
 
 A = np.array([[0.9, 0.2], [-0.1, 0.95]], dtype=np.float32)
@@ -98,6 +100,15 @@ def test_sac_interest_values_the_model_error_and_a_noise_fixed_per_transition():
             assert draws.setdefault(n, value) == value
     assert 0 <= min(draws.values()) and max(draws.values()) < 1 and len(draws) > 40
     assert np.array_equal(buffers[0].noise, buffers[1].noise) and not np.array_equal(buffers[0].noise, buffers[2].noise)
+    # apart from the forward model's split of the transitions, which the same seed draws: numpy's float32 draw 2k + 1
+    # is its float64 draw k to float32 precision, so one stream for both would hold out exactly the transitions whose
+    # noise is below the held-out fraction
+    buffer, transitions = sac.ReplayBuffer(80, 1, 1, seed=3), sac.TransitionSet(80, 1, 1, eval_fraction=0.5, seed=3)
+    for i in range(80):
+        buffer.add(np.array([[i]]), np.array([[i]]), np.zeros((1, 1)), np.zeros(1), np.zeros(1))
+        transitions.add(np.array([[i]]), np.zeros((1, 1)), np.array([[i]]))
+    agreement = np.mean((buffer.noise[1::2] < 0.5) == transitions.held_out[:40])
+    assert 0.2 < agreement < 0.8, agreement
 
 
 def test_transition_set_window_keeps_the_last_transitions_of_each_part():
@@ -483,6 +494,24 @@ def test_continuous_ppo_noise_interest_draws_uniform_values_of_its_own(tmp_path)
     assert scalars[0]["poi/mean"] == scalars[1]["poi/mean"] and scalars[0]["poi/max"] == scalars[1]["poi/max"]
     assert all(abs(v - 0.5) < 0.05 for _, v in scalars[0]["poi/mean"]) and all(v < 1 for _, v in scalars[0]["poi/max"])
     assert scalars[0]["external_model/train_loss"] != scalars[1]["external_model/train_loss"]  # the models differ
+
+
+def test_the_continuous_ppo_forward_model_reads_the_actions_the_env_executes(tmp_path):
+    """The env clips the policy's Gaussian sample to the action space (ClipAction); the forward model, and the
+    disagreement it gives as interest, read that executed action: on Pendulum-v1 every action it trains on lies in
+    [-2, 2], and the untrained policy's samples (std 1) reach past the bounds often enough that some sit on them."""
+    script = tmp_path / "spy.py"
+    out = tmp_path / "received.npz"
+    script.write_text(SPY.format(root=str(ROOT), name="ppo_continuous_poi_ensemble", function="train_forward_model",
+                                 out=str(out)))  # fmt: skip
+    flags = ["--env", "Pendulum-v1", "--seed", "5", "--total-timesteps", "2048", "--num-minibatches", "4",
+             "--update-epochs", "1", "--runs-dir", tmp_path / "runs"]  # fmt: skip
+    proc = forked.run([script, *flags], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    actions = np.load(out)["actions"]
+    assert actions.shape == (2048, 1)
+    assert actions.min() >= -2 and actions.max() <= 2
+    assert (np.abs(actions) == 2).sum() >= 20  # a policy of std 1 passes |a| = 2 at about 4.6% of its steps
 
 
 @pytest.mark.parametrize(

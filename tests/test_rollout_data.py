@@ -5,7 +5,7 @@ at that step, episode ends included. A target a step early or late, of another e
 reset, fails.
 
 The file's main block runs as it does from the command line, in a forked child (tests/forked.py), with
-`train_external_model` replaced by a spy that keeps what the first call receives and then trains as the file does."""
+`train_external_model` (or another training function: `SPY`'s `function`) replaced by a spy that keeps what the first call receives and then trains as the file does."""
 
 from pathlib import Path
 
@@ -33,9 +33,9 @@ received = []
 def spy(model, optimizer, obs, actions, targets, *rest, **named):
     if not received:
         received.append({{k: v.numpy().copy() for k, v in dict(obs=obs, actions=actions, targets=targets).items()}})
-    return module.train_external_model(model, optimizer, obs, actions, targets, *rest, **named)
+    return module.{function}(model, optimizer, obs, actions, targets, *rest, **named)
 
-exec(compile(main, module.__file__, "exec"), dict(vars(module), train_external_model=spy))
+exec(compile(main, module.__file__, "exec"), dict(vars(module), {function}=spy))
 np.savez({out!r}, **received[0])
 """
 FILES = [path.stem for path in (ROOT / "algos").glob("ppo*.py") if "continuous" not in path.stem]
@@ -49,7 +49,9 @@ NUM_ENVS, NUM_STEPS, SEED = 2, 384, 3  # the first iteration, before the change,
 )
 def test_the_model_trains_on_each_observation_with_its_own_target(tmp_path, name, target):
     script = tmp_path / "spy.py"
-    script.write_text(SPY.format(root=str(ROOT), name=name, out=str(tmp_path / "received.npz")))
+    script.write_text(
+        SPY.format(root=str(ROOT), name=name, function="train_external_model", out=str(tmp_path / "received.npz"))
+    )
     batch = NUM_ENVS * NUM_STEPS
     flags = ["--env", "ColorDoorKey-6x6", "--seed", SEED, "--num-envs", NUM_ENVS, "--num-steps", NUM_STEPS,
              "--num-minibatches", "2", "--total-timesteps", 2 * batch, "--change-steps", batch + 1, "--eval-every",
