@@ -5,7 +5,8 @@ at that step, episode ends included. A target a step early or late, of another e
 reset, fails.
 
 The file's main block runs as it does from the command line, in a forked child (tests/forked.py), with
-`train_external_model` (or another training function: `SPY`'s `function`) replaced by a spy that keeps what the first call receives and then trains as the file does."""
+`train_external_model` (or another training function: `SPY`'s `function`) replaced by a spy that keeps what the
+first call receives and then trains as the file does."""
 
 from pathlib import Path
 
