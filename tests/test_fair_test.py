@@ -388,8 +388,9 @@ def test_the_continuous_studys_thresholds_come_from_f1s_first_phase_alone(tmp_pa
 
 def test_the_continuous_studys_commands_parse_and_name_its_arms():
     """Amendment 1's commands, their variables filled in (the algorithm files of this checkout, which bear the plan
-    commit's names and flags; the worktree at the last amendment's commit): every sweep and analysis parses with its tool's flags, each arm's own flags are fields
-    of its file's Args, and the baseline, frontier and judged arms are the sweep's labels of F1, F2, F3 and I1."""
+    commit's names and flags; the worktree at the last amendment's commit): every sweep and analysis parses with its
+    tool's flags, each arm's own flags are fields of its file's Args, and the baseline, frontier and judged arms are
+    the sweep's labels of F1, F2, F3 and I1."""
     import shlex
 
     from common import sweep
