@@ -29,6 +29,7 @@ from envs.continuous import (
     fill_in_phases,
     inner_wrapper,
     make_continuous_env,
+    motor_change,
 )
 
 
@@ -233,7 +234,8 @@ class ReplayBuffer:
     a reset one). With `goal_dim`, the observations end with the desired goal, and each transition keeps the goal its
     next observation achieved and where its episode ends, for hindsight relabelling (`sample`'s `her`). Each
     transition also keeps a uniform draw from a generator of the buffer's own, seeded by (`seed`, 1) (the noise
-    interest): a stream apart from the forward model's split of the transitions, which `seed` seeds."""
+    interest): a stream apart from the forward model's split of the transitions, which `seed` seeds. And the phase of
+    the world it came from (`world`: MotorChange's, 0 on a world that does not change), which only the logs read."""
 
     NOT_ENDED = np.iinfo(np.int64).max
 
@@ -244,6 +246,7 @@ class ReplayBuffer:
         self.rewards = np.zeros(capacity, dtype=np.float32)
         self.terminations = np.zeros(capacity, dtype=np.float32)
         self.noise, self.noise_rng = np.zeros(capacity, dtype=np.float32), np.random.default_rng((seed, 1))
+        self.world = np.zeros(capacity, dtype=np.int64)
         self.capacity, self.pos, self.full = capacity, 0, False
         # for HER: the achieved goal of each next observation; each transition's number (counting every one added)
         # and the number past its episode's last (NOT_ENDED while it goes on)
@@ -252,12 +255,13 @@ class ReplayBuffer:
         self.number = np.zeros(capacity, dtype=np.int64)
         self.episode_end = np.zeros(capacity, dtype=np.int64)
 
-    def add(self, obs, next_obs, action, reward, termination, next_achieved=None, done=None):
+    def add(self, obs, next_obs, action, reward, termination, next_achieved=None, done=None, world=0):
         n = len(obs)
         idx = (self.pos + np.arange(n)) % self.capacity
         self.obs[idx], self.next_obs[idx], self.actions[idx] = obs, next_obs, action
         self.rewards[idx], self.terminations[idx] = reward, termination
         self.noise[idx] = self.noise_rng.random(n, dtype=np.float32)
+        self.world[idx] = world
         self.full = self.full or self.pos + n >= self.capacity
         self.pos = (self.pos + n) % self.capacity
         if self.goal_dim:
@@ -274,7 +278,7 @@ class ReplayBuffer:
         """`batch_size` transitions drawn uniformly. With `her` = (k, compute_reward), each is relabelled with
         probability k / (k + 1): its desired goal becomes the goal achieved at a step drawn uniformly from its own
         to the last of its episode so far, and its reward compute_reward(its achieved goal, that goal, None) (the
-        termination stays: the Fetch tasks never terminate)."""
+        termination stays: the Fetch tasks never terminate). Last, the world of each (a numpy array: for the logs)."""
         idx = np.random.randint(self.capacity if self.full else self.pos, size=batch_size)
         obs, next_obs, rewards = self.obs[idx], self.next_obs[idx], self.rewards[idx]  # copies
         if her is not None:
@@ -294,7 +298,13 @@ class ReplayBuffer:
             as_tensor(rewards),
             as_tensor(self.terminations[idx]),
             as_tensor(self.noise[idx]),
+            self.world[idx],
         )
+
+
+def worlds(envs) -> np.ndarray:
+    """Each env's world: the phase its MotorChange acts in (0 for a world that does not change)."""
+    return np.array([motor.phase if (motor := motor_change(env)) else 0 for env in envs.envs])
 
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "logistic": nn.Sigmoid}
@@ -547,6 +557,7 @@ if __name__ == "__main__":
                 actions = actions.cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
+            world = worlds(envs)  # each env's world during this step, for the logs
             next_obs, rewards, terminations, truncations, infos = envs.step(actions)
             done = np.logical_or(terminations, truncations)
             if "final_info" in infos and "episode" in infos["final_info"]:
@@ -566,13 +577,13 @@ if __name__ == "__main__":
                 next_achieved = infos["achieved_goal"].copy()
                 for i in np.flatnonzero(done):
                     next_achieved[i] = infos["final_info"]["achieved_goal"][i]
-            rb.add(obs, real_next_obs, actions, rewards, terminations, next_achieved, done)
+            rb.add(obs, real_next_obs, actions, rewards, terminations, next_achieved, done, world)
             transitions.add(obs, actions, real_next_obs)
             obs = next_obs
 
             # ALGO LOGIC: training.
             if global_step > args.learning_starts:
-                b_obs, b_actions, b_next_obs, b_rewards, b_terminations, b_noise = rb.sample(
+                b_obs, b_actions, b_next_obs, b_rewards, b_terminations, b_noise, b_world = rb.sample(
                     args.batch_size, device, her
                 )
                 if args.int_coef:  # POI LOGIC: each transition's interest, over the batch's mean, as a reward
@@ -662,6 +673,11 @@ if __name__ == "__main__":
                         writer.add_scalar("poi/mean", poi.mean().item(), global_step)
                         writer.add_scalar("poi/max", poi.max().item(), global_step)
                         writer.add_scalar("poi/intrinsic_reward_max", int_rewards.max().item(), global_step)
+                        if motor_change(envs.envs[0]):  # the batch's rows from an earlier world, and their interest
+                            old = torch.tensor(b_world < worlds(envs).max(), device=device)
+                            writer.add_scalar("poi/old_world_rows", old.float().mean().item(), global_step)
+                            old_share = (int_rewards[old].sum() / int_rewards.sum()).item()
+                            writer.add_scalar("poi/old_world_interest", old_share, global_step)
                 writer.add_scalar("charts/SPS", int(sps), global_step)
                 writer.add_scalar("charts/phase", phase, global_step)
                 share = changed_region_share(

@@ -50,6 +50,8 @@ SERIES_TAGS = (
     "diayn/skill_env_episodes",  # and how many ended there,
     "diayn/reward_mean",  # and the skill reward per step,
     "diayn/skill_share",  # and the share of the rollout's steps with a skill (--skill-then-task)
+    "poi/old_world_rows",  # sac_forward_model.py on a world that changes: the batch's rows from an earlier world,
+    "poi/old_world_interest",  # and the share of its interest they take
 )
 SERIES_PREFIXES = ("skills/prob_",)  # and every tag that starts so: the DIAYN file's skill distribution
 ROUNDED = (  # kept to 4 significant digits
@@ -61,6 +63,8 @@ ROUNDED = (  # kept to 4 significant digits
     "diayn/skill_env_episodes",
     "diayn/reward_mean",
     "diayn/skill_share",
+    "poi/old_world_rows",
+    "poi/old_world_interest",
 )
 BIN = 2000  # global steps per bin of episodes: a window is cut to the whole bins inside it (window_mean)
 LAST_EPISODES, SOLVED = 100, 0.8

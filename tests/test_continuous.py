@@ -95,7 +95,7 @@ def test_sac_interest_values_the_model_error_and_a_noise_fixed_per_transition():
     np.random.seed(0)
     draws = {}
     for _ in range(5):
-        obs, *_, noise = buffers[0].sample(64, "cpu")
+        obs, *_, noise, _ = buffers[0].sample(64, "cpu")
         for n, value in zip(obs[:, 0].tolist(), noise.tolist()):
             assert draws.setdefault(n, value) == value
     assert 0 <= min(draws.values()) and max(draws.values()) < 1 and len(draws) > 40
@@ -146,7 +146,7 @@ def test_her_relabels_with_goals_achieved_later_in_the_same_episode():
         ends[episode] = number
     np.random.seed(0)
     reward = lambda achieved, goal, info: -np.abs(achieved - goal).sum(-1)  # noqa: E731
-    obs, _, next_obs, rewards, _, _ = (x.numpy() for x in buffer.sample(4000, "cpu", her=(4, reward)))
+    obs, _, next_obs, rewards, *_ = (np.asarray(x) for x in buffer.sample(4000, "cpu", her=(4, reward)))
     relabelled = obs[:, 1] != -1
     assert abs(relabelled.mean() - 0.8) < 0.03 and np.all(rewards[~relabelled] == 7.0)
     assert set(obs[:, 0].astype(int)) == set(range(number - 20, number))  # the last 20 transitions only
@@ -397,6 +397,30 @@ def test_sac_intrinsic_reward_reaches_the_critics_only_with_a_weight(tmp_path):
     for name in ("error", "noise"):
         assert scalars[name]["losses/qf1_values"] != scalars["plain"]["losses/qf1_values"]
     assert scalars["error"]["poi/mean"][0][1] > 0 and abs(scalars["noise"]["poi/mean"][0][1] - 0.5) < 0.15
+
+
+@pytest.mark.slow
+def test_sac_logs_how_much_of_the_interest_falls_on_an_earlier_worlds_transitions(tmp_path):
+    """On PendulumMotorChange-v1 with a change after step 1,000 the new motor acts from step 1,201 (the reset after
+    the 200-step episode under way): at step 2,000 the batch's rows of the earlier world are about 1,200 / 2,000 of
+    it, at 2,400 about 1,200 / 2,400, and the noise interest, blind to the world, falls on them in that share. Rows
+    counted from the phase's move (step 1,001) would be 0.5 and 0.42. The buffer keeps each row's world."""
+    buffer = sac.ReplayBuffer(capacity=40, obs_dim=1, action_dim=1)
+    for i in range(60):  # wraps: rows 20-59 stay, those from 45 on from world 1
+        buffer.add(np.array([[i]]), np.array([[i]]), np.zeros((1, 1)), np.zeros(1), np.zeros(1), world=int(i >= 45))
+    obs, *_, world = buffer.sample(200, "cpu")
+    np.testing.assert_array_equal(world, obs[:, 0].numpy() >= 45)
+    flags = ["--env", "PendulumMotorChange-v1", "--seed", "3", "--total-timesteps", "2400", "--change-steps", "1000",
+             "--learning-starts", "1900", "--batch-size", "1024", "--eval-steps", "64", "--int-coef", "0.1",
+             "--interest", "noise", "--fm-hidden-size", "64"]  # fmt: skip
+    run(tmp_path, *flags, script="algos/sac_forward_model.py")
+    scalars = read_scalars(only_run_dir(tmp_path))
+    rows, interest = scalars["poi/old_world_rows"], scalars["poi/old_world_interest"]
+    assert [s for s, _ in rows] == [s for s, _ in interest] == [2000, 2400]
+    for (_, share), expected in zip(rows, (1200 / 2000, 1200 / 2400)):
+        assert abs(share - expected) < 0.04, (share, expected)
+    for (_, share), (_, interest_share) in zip(rows, interest):
+        assert abs(interest_share - share) < 0.05
 
 
 @pytest.mark.slow
