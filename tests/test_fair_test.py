@@ -525,8 +525,8 @@ def test_the_mujoco_plans_compare_the_runs_their_sweeps_label(tmp_path):
 
 def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
     """Every tag of SERIES_TAGS a run logs comes back from the series at its steps: the losses exactly (as float32),
-    the entropy, the rollouts' changed share and the skills' accuracy, weight, return and probabilities (every
-    `skills/prob_<k>`) to 4 significant digits; a tag it does not log stays absent, one not kept is left out."""
+    the entropy, the rollouts' changed share, the skills' accuracy, weight, return and probabilities (every
+    `skills/prob_<k>`) and SAC's shares of an earlier world to 4 significant digits; a tag it does not log stays absent, one not kept is left out."""
     from common.series import SERIES_TAGS, decode, encode
 
     logged = {tag: [(2048, 0.123456789), (4096, 1 / 3)] for tag in SERIES_TAGS if tag != "charts/phase"}
@@ -534,7 +534,9 @@ def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
     back = decode(encode({**logged, "skills/frequency_0": [(2048, 0.5)], "poi/mean": [(2048, 0.5)]}))
     assert set(back) == set(logged)
     for tag, points in logged.items():
-        rounded = tag.startswith(("losses/entropy", "external_model/rollout_changed_share", "diayn/", "skills/"))
+        rounded = tag.startswith(
+            ("losses/entropy", "external_model/rollout_changed_share", "diayn/", "skills/", "poi/old_world_")
+        )
         want = [(s, float(f"{v:.4g}")) if rounded else (s, float(np.float32(v))) for s, v in points]
         assert [s for s, _ in back[tag]] == [s for s, _ in want]
         assert np.allclose([v for _, v in back[tag]], [v for _, v in want], rtol=1e-6, atol=0)
@@ -542,6 +544,7 @@ def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
     assert {"diayn/skill_env_return", "diayn/skill_env_episodes"} <= set(SERIES_TAGS)  # the DIAYN probe's task
     assert "diayn/reward_mean" in SERIES_TAGS  # the termination probe's diagnosis
     assert "diayn/skill_share" in SERIES_TAGS  # the then-task probe's
+    assert {"poi/old_world_rows", "poi/old_world_interest"} <= set(SERIES_TAGS)  # the continuous study's SAC half
 
 
 # the first DIAYN probe's rule, which the later probes' choose.py apply to their own ways: pinned by its hash
