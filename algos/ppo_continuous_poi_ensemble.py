@@ -426,7 +426,10 @@ if __name__ == "__main__":
         model_optimizer = optim.Adam(model.parameters(), lr=args.model_learning_rate, fused=True)
 
         # what a checkpoint saves by state dict (the loop's values: loop_state, below)
-        noise_generator = torch.Generator(device).manual_seed(args.seed)  # --interest noise draws from it alone
+        # --interest noise draws from it alone, a stream apart from torch's global one (which `seed` seeds)
+        noise_generator = torch.Generator(device).manual_seed(
+            int(np.random.SeedSequence((args.seed, 1)).generate_state(1)[0])
+        )
         stateful = dict(
             agent=agent,
             optimizer=optimizer,

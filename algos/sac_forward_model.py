@@ -234,7 +234,7 @@ class ReplayBuffer:
     a reset one). With `goal_dim`, the observations end with the desired goal, and each transition keeps the goal its
     next observation achieved and where its episode ends, for hindsight relabelling (`sample`'s `her`). Each
     transition also keeps a uniform draw from a generator of the buffer's own, seeded by (`seed`, 1) (the noise
-    interest): a stream apart from the forward model's split of the transitions, which `seed` seeds. And the phase of
+    interest): a stream apart from the env's, the random actions' and the forward model's split. And the phase of
     the world it came from (`world`: MotorChange's, 0 on a world that does not change), which only the logs read."""
 
     NOT_ENDED = np.iinfo(np.int64).max
@@ -491,7 +491,8 @@ if __name__ == "__main__":
         )
         fm = fm.to(device)
         fm_optimizer = optim.Adam(fm.parameters(), lr=args.fm_learning_rate, fused=True)
-        transitions = TransitionSet(args.total_timesteps, obs_dim, action_dim, args.fm_eval_fraction, args.seed)
+        # its split from a stream of its own: `seed` alone draws the env's first states and the random actions
+        transitions = TransitionSet(args.total_timesteps, obs_dim, action_dim, args.fm_eval_fraction, (args.seed, 2))
         fm_train_loss = float("nan")
 
         # what a checkpoint saves by state dict (the loop's values: loop_state, below)

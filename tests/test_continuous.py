@@ -399,6 +399,30 @@ def test_sac_intrinsic_reward_reaches_the_critics_only_with_a_weight(tmp_path):
     assert scalars["error"]["poi/mean"][0][1] > 0 and abs(scalars["noise"]["poi/mean"][0][1] - 0.5) < 0.15
 
 
+def test_sac_holds_out_transitions_apart_from_the_random_actions_that_made_them(tmp_path):
+    """The forward model's held-out fifth of the transitions is drawn from a stream of its own: over the random
+    actions before --learning-starts (drawn by the action space, seeded by --seed) it is no threshold on the action
+    (one stream for both held out exactly the actions below -1.2) and holds about a fifth in every band of actions."""
+    script = tmp_path / "keep.py"  # the file's main block, then what its TransitionSet holds
+    script.write_text(
+        "import runpy, sys\nimport numpy as np\n"
+        f"sys.argv[0] = {str(ROOT / 'algos/sac_forward_model.py')!r}\n"
+        "transitions = runpy.run_path(sys.argv[0], run_name='__main__')['transitions']\n"
+        f"np.savez({str(tmp_path / 'kept.npz')!r}, size=transitions.size, actions=transitions.actions, "
+        "held_out=transitions.held_out)\n"
+    )
+    flags = ["--env", "Pendulum-v1", "--total-timesteps", "1001", "--learning-starts", "1000", "--eval-steps", "64",
+             "--runs-dir", tmp_path / "runs"]  # fmt: skip
+    proc = forked.run([script, *flags], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    kept = np.load(tmp_path / "kept.npz")
+    size, actions, held_out = int(kept["size"]), kept["actions"][:, 0], kept["held_out"]
+    actions, held_out = actions[:size], held_out[:size]
+    assert size == 1001 and 150 < held_out.sum() < 250
+    for band in (actions < -1.2, (actions >= -1.2) & (actions < 0), actions >= 0):
+        assert 0.1 < held_out[band].mean() < 0.3
+
+
 @pytest.mark.slow
 def test_sac_logs_how_much_of_the_interest_falls_on_an_earlier_worlds_transitions(tmp_path):
     """On PendulumMotorChange-v1 with a change after step 1,000 the new motor acts from step 1,201 (the reset after
@@ -508,7 +532,7 @@ def test_continuous_ppo_ensemble_runs(tmp_path, env_id):
 def test_continuous_ppo_noise_interest_draws_uniform_values_of_its_own(tmp_path):
     """--interest noise: the point-of-interest values are uniform draws (mean about 0.5, all in [0, 1)), from a
     generator of their own (the same seed draws the same values with another model, whose initialisation takes other
-    draws from torch's global generator)."""
+    draws from torch's global generator), whose stream is not the global generator's."""
     flags = ["--total-timesteps", "1024", "--num-steps", "512", "--num-minibatches", "4", "--update-epochs", "2"]
     for members in ("5", "3"):
         (tmp_path / members).mkdir()
@@ -518,24 +542,29 @@ def test_continuous_ppo_noise_interest_draws_uniform_values_of_its_own(tmp_path)
     assert scalars[0]["poi/mean"] == scalars[1]["poi/mean"] and scalars[0]["poi/max"] == scalars[1]["poi/max"]
     assert all(abs(v - 0.5) < 0.05 for _, v in scalars[0]["poi/mean"]) and all(v < 1 for _, v in scalars[0]["poi/max"])
     assert scalars[0]["external_model/train_loss"] != scalars[1]["external_model/train_loss"]  # the models differ
+    # a stream apart from torch's global one, which the same seed (1, the default) starts: its first draws differ
+    first = torch.rand((512, 1), generator=torch.Generator().manual_seed(1)).mean().item()
+    assert abs(scalars[0]["poi/mean"][0][1] - first) > 1e-4
 
 
 def test_the_continuous_ppo_forward_model_reads_the_actions_the_env_executes(tmp_path):
     """The env clips the policy's Gaussian sample to the action space (ClipAction); the forward model, and the
-    disagreement it gives as interest, read that executed action: on Pendulum-v1 every action it trains on lies in
+    disagreement it gives as interest (each spied on), read that executed action: on Pendulum-v1 every action it trains on lies in
     [-2, 2], and the untrained policy's samples (std 1) reach past the bounds often enough that some sit on them."""
     script = tmp_path / "spy.py"
     out = tmp_path / "received.npz"
-    script.write_text(SPY.format(root=str(ROOT), name="ppo_continuous_poi_ensemble", function="train_forward_model",
-                                 out=str(out)))  # fmt: skip
+    spied = ["train_forward_model", "poi_values"]
+    script.write_text(SPY.format(root=str(ROOT), name="ppo_continuous_poi_ensemble", functions=spied, out=str(out)))
     flags = ["--env", "Pendulum-v1", "--seed", "5", "--total-timesteps", "2048", "--num-minibatches", "4",
              "--update-epochs", "1", "--runs-dir", tmp_path / "runs"]  # fmt: skip
     proc = forked.run([script, *flags], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    actions = np.load(out)["actions"]
-    assert actions.shape == (2048, 1)
-    assert actions.min() >= -2 and actions.max() <= 2
-    assert (np.abs(actions) == 2).sum() >= 20  # a policy of std 1 passes |a| = 2 at about 4.6% of its steps
+    received = np.load(out)
+    for function in spied:  # the model's training and the interest, each on the rollout's executed actions
+        actions = received[f"{function}.actions"]
+        assert actions.shape == (2048, 1)
+        assert actions.min() >= -2 and actions.max() <= 2
+        assert (np.abs(actions) == 2).sum() >= 20  # a policy of std 1 passes |a| = 2 at about 4.6% of its steps
 
 
 @pytest.mark.parametrize(

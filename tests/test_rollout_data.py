@@ -5,8 +5,8 @@ at that step, episode ends included. A target a step early or late, of another e
 reset, fails.
 
 The file's main block runs as it does from the command line, in a forked child (tests/forked.py), with
-`train_external_model` (or another training function: `SPY`'s `function`) replaced by a spy that keeps what the
-first call receives and then trains as the file does."""
+`train_external_model` (or any of the file's functions: `SPY`'s `functions`) replaced by a spy that keeps the
+tensors its first call receives and then calls it."""
 
 from pathlib import Path
 
@@ -22,22 +22,28 @@ from tests import forked
 ROOT = Path(__file__).resolve().parents[1]
 
 SPY = """
-import importlib, sys
+import importlib, inspect, sys
 import numpy as np
 sys.path.insert(0, {root!r})
 module = importlib.import_module("algos.{name}")
 source = open(module.__file__).read()
 start = source.index('if __name__ == "__main__":')  # the main block, compiled at its own line numbers
 main = "\\n" * source[:start].count("\\n") + source[start:].replace('if __name__ == "__main__":', "if True:", 1)
-received = []
+received = {{}}
 
-def spy(model, optimizer, obs, actions, targets, *rest, **named):
-    if not received:
-        received.append({{k: v.numpy().copy() for k, v in dict(obs=obs, actions=actions, targets=targets).items()}})
-    return module.{function}(model, optimizer, obs, actions, targets, *rest, **named)
+def spying(function):
+    original = getattr(module, function)
 
-exec(compile(main, module.__file__, "exec"), dict(vars(module), {function}=spy))
-np.savez({out!r}, **received[0])
+    def spy(*args, **named):
+        if function not in received:  # the first call's tensor arguments, by their names
+            bound = inspect.signature(original).bind(*args, **named).arguments
+            received[function] = {{k: v.detach().numpy().copy() for k, v in bound.items() if hasattr(v, "numpy")}}
+        return original(*args, **named)
+
+    return spy
+
+exec(compile(main, module.__file__, "exec"), dict(vars(module), **{{f: spying(f) for f in {functions!r}}}))
+np.savez({out!r}, **{{f"{{f}}.{{k}}": v for f, arrays in received.items() for k, v in arrays.items()}})
 """
 FILES = [path.stem for path in (ROOT / "algos").glob("ppo*.py") if "continuous" not in path.stem]
 OWN_FLAGS = {"ppo_poi_replay": ["--model-data", "rollout"]}  # the rollout its buffer takes, trained on directly
@@ -51,7 +57,7 @@ NUM_ENVS, NUM_STEPS, SEED = 2, 384, 3  # the first iteration, before the change,
 def test_the_model_trains_on_each_observation_with_its_own_target(tmp_path, name, target):
     script = tmp_path / "spy.py"
     script.write_text(
-        SPY.format(root=str(ROOT), name=name, function="train_external_model", out=str(tmp_path / "received.npz"))
+        SPY.format(root=str(ROOT), name=name, functions=["train_external_model"], out=str(tmp_path / "received.npz"))
     )
     batch = NUM_ENVS * NUM_STEPS
     flags = ["--env", "ColorDoorKey-6x6", "--seed", SEED, "--num-envs", NUM_ENVS, "--num-steps", NUM_STEPS,
@@ -61,14 +67,14 @@ def test_the_model_trains_on_each_observation_with_its_own_target(tmp_path, name
     proc = forked.run([script, *flags, *OWN_FLAGS.get(name, [])], tmp_path)
     assert proc.returncode == 0, proc.stderr
     received = np.load(tmp_path / "received.npz")
-    obs, targets = received["obs"], received["targets"]
+    obs, targets = received["train_external_model.obs"], received["train_external_model.targets"]
     assert obs.shape == (NUM_ENVS * NUM_STEPS, 980) and len(targets) == len(obs)
     if target == "key_distance":  # the red key (the first phase's) in the observation's own view
         image = flat_to_image(obs)
         np.testing.assert_allclose(targets[:, 0], key_distance(image, np.full(len(obs), COLOR_TO_IDX["red"])))
         assert len(np.unique(targets)) > 1  # views with and without the key: the check can tell a shift
     else:  # each env replayed alone from its seed with the actions taken: the change of each step, episode ends too
-        actions = received["actions"].reshape(NUM_STEPS, NUM_ENVS)
+        actions = received["train_external_model.actions"].reshape(NUM_STEPS, NUM_ENVS)
         for i in range(NUM_ENVS):
             env = OneHotFlatObs(gym.make("ColorDoorKey-6x6-v0"))
             env.unwrapped.set_correct_key_color("red")
