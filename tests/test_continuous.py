@@ -549,8 +549,9 @@ def test_continuous_ppo_noise_interest_draws_uniform_values_of_its_own(tmp_path)
 
 def test_the_continuous_ppo_forward_model_reads_the_actions_the_env_executes(tmp_path):
     """The env clips the policy's Gaussian sample to the action space (ClipAction); the forward model, and the
-    disagreement it gives as interest (each spied on), read that executed action: on Pendulum-v1 every action it trains on lies in
-    [-2, 2], and the untrained policy's samples (std 1) reach past the bounds often enough that some sit on them."""
+    disagreement it gives as interest (each spied on), read that executed action: on Pendulum-v1 every action they
+    read lies in [-2, 2], and the untrained policy's samples (std 1) pass the bounds often enough that some sit on
+    them."""
     script = tmp_path / "spy.py"
     out = tmp_path / "received.npz"
     spied = ["train_forward_model", "poi_values"]
