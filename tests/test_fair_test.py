@@ -398,7 +398,7 @@ def test_the_continuous_studys_commands_parse_and_name_its_arms():
     section, block = amendment(ROOT / "docs/results/continuous-interest/PLAN.md", "## Amendment 1")
     block = block.replace("\\\n", " ")
     assert "S=../study-cont/algos" in block
-    assert re.findall(r"git worktree add \.\./study-cont (\w+)", section)[-1] == "cf35949"  # Amendment 2's files
+    assert re.findall(r"git worktree add \.\./study-cont (\w+)", section)[-1] == "45840ae"  # Amendment 2's files
     fixed = {"S": f"{ROOT}/algos"} | dict.fromkeys(
         ("TP", "TS"), "--train-threshold 1 --eval-threshold 1 --changed-threshold 1"
     )
