@@ -234,8 +234,9 @@ class ReplayBuffer:
     a reset one). With `goal_dim`, the observations end with the desired goal, and each transition keeps the goal its
     next observation achieved and where its episode ends, for hindsight relabelling (`sample`'s `her`). Each
     transition also keeps a uniform draw from a generator of the buffer's own, seeded by (`seed`, 1) (the noise
-    interest): a stream apart from the env's, the random actions' and the forward model's split. And the phase of
-    the world it came from (`world`: MotorChange's, 0 on a world that does not change), which only the logs read."""
+    interest): a stream apart from the forward model's split and from the env's first states and the random actions
+    (those two are seeded alike by `seed`: their generators start in one state). And the phase of the world it came from
+    (`world`: MotorChange's, 0 on a world that does not change), which only the logs read."""
 
     NOT_ENDED = np.iinfo(np.int64).max
 
