@@ -386,6 +386,41 @@ def test_the_continuous_studys_thresholds_come_from_f1s_first_phase_alone(tmp_pa
     assert result.returncode == 1 and result.stderr == f"error: no finished runs of nope in {tmp_path / 's.jsonl.gz'}\n"
 
 
+def test_the_continuous_studys_old_world_reading_takes_its_window_and_finished_runs(tmp_path):
+    """oldworld.py: per run, the mean of old_world_interest - old_world_rows over the points at 26,000-40,000 (and
+    beside, 21,000-25,000), both ends in; per arm, the IQM over its runs; points outside and other arms never count."""
+
+    def write(method, seed, excess):  # the excess: {window: value}, 1.0 outside both
+        run_dir = tmp_path / f"runs/PendulumMotorChange-v1__{method}__{seed}__{1000 + seed}"
+        with SummaryWriter(run_dir) as writer:
+            for step in range(2_000, 41_000, 1_000):
+                window = "reading" if step >= 26_000 else "beside" if step >= 21_000 else "outside"
+                # the last point of the reading and the first beside it move their window's mean by +-0.01
+                end = {40_000: 0.15, 21_000: -0.05}.get(step, 0.0)
+                writer.add_scalar("charts/phase", int(step > 20_000), step)
+                writer.add_scalar("external_model/eval_loss_changed", 0.1, step)
+                writer.add_scalar("poi/old_world_rows", 0.25, step)
+                writer.add_scalar("poi/old_world_interest", 0.25 + excess.get(window, 1.0) + end, step)
+        (run_dir / "finished.json").write_text("{}")
+
+    for seed in (1, 2, 3, 4):  # per run 0.01 (seed + 1) and -0.01 (seed + 1); the IQM of 4 (the middle two): +-0.035
+        write("i1", seed, {"reading": 0.01 * seed, "beside": -0.01 * seed})
+        write("f3", seed, {"reading": 0.5, "beside": 0.5})
+    made = forked.run(["-m", "common.series", tmp_path / "runs", "--out", tmp_path / "s.jsonl.gz"], ROOT)
+    assert made.returncode == 0, made.stderr
+    oldworld = load_script("oldworld", ROOT / "docs/results/continuous-interest/oldworld.py")
+    found = oldworld.readings(tmp_path / "s.jsonl.gz", ["i1"])
+    (iqm, low, high, runs), (beside, *_) = found["i1"].values()
+    assert (round(iqm, 6), runs, round(beside, 6)) == (0.035, 4, -0.035) and 0.0199 < low <= iqm <= high < 0.0501
+    result = forked.run([ROOT / "docs/results/continuous-interest/oldworld.py", tmp_path / "s.jsonl.gz", "f3"], ROOT)
+    assert result.stdout.splitlines()[2:] == [
+        "| f3 | 26,000-40,000 | 4 | +0.510 [+0.510, +0.510] |",
+        "| f3 | 21,000-25,000 (beside) | 4 | +0.490 [+0.490, +0.490] |",
+    ]
+    result = forked.run([ROOT / "docs/results/continuous-interest/oldworld.py", tmp_path / "s.jsonl.gz", "nope"], ROOT)
+    assert result.returncode == 1 and result.stderr == f"error: no runs of nope in {tmp_path / 's.jsonl.gz'}\n"
+
+
 def test_the_continuous_studys_commands_parse_and_name_its_arms():
     """Amendment 1's commands, their variables filled in (the algorithm files of this checkout, which bear the plan
     commit's names and flags; the worktree at the last amendment's commit): every sweep and analysis parses with its
