@@ -386,37 +386,46 @@ def test_the_continuous_studys_thresholds_come_from_f1s_first_phase_alone(tmp_pa
     assert result.returncode == 1 and result.stderr == f"error: no finished runs of nope in {tmp_path / 's.jsonl.gz'}\n"
 
 
-def test_the_continuous_studys_old_world_reading_takes_its_window_and_finished_runs(tmp_path):
-    """oldworld.py: per run, the mean of old_world_interest - old_world_rows over the points at 26,000-40,000 (and
-    beside, 21,000-25,000), both ends in; per arm, the IQM over its runs; points outside and other arms never count."""
+def test_the_continuous_studys_old_world_reading_takes_its_windows_whole_and_an_iqm_over_runs(tmp_path):
+    """oldworld.py: per run, the mean of old_world_interest - old_world_rows over the points at 27,000-40,000 (and
+    beside, 22,000-26,000), both ends in, every point there; per arm, the IQM over its runs (not their mean or
+    median); points outside and other arms never count."""
 
-    def write(method, seed, excess):  # the excess: {window: value}, 1.0 outside both
+    def write(method, seed, excess, skip=()):  # the excess: {window: value}, 1.0 outside both
         run_dir = tmp_path / f"runs/PendulumMotorChange-v1__{method}__{seed}__{1000 + seed}"
         with SummaryWriter(run_dir) as writer:
             for step in range(2_000, 41_000, 1_000):
-                window = "reading" if step >= 26_000 else "beside" if step >= 21_000 else "outside"
-                # the last point of the reading and the first beside it move their window's mean by +-0.01
-                end = {40_000: 0.15, 21_000: -0.05}.get(step, 0.0)
+                window = "reading" if step >= 27_000 else "beside" if step >= 22_000 else "outside"
+                # the last point of the reading (of 14) and the first beside it (of 5) move their mean by +-0.01
+                end = {40_000: 0.14, 22_000: -0.05}.get(step, 0.0)
                 writer.add_scalar("charts/phase", int(step > 20_000), step)
                 writer.add_scalar("external_model/eval_loss_changed", 0.1, step)
-                writer.add_scalar("poi/old_world_rows", 0.25, step)
-                writer.add_scalar("poi/old_world_interest", 0.25 + excess.get(window, 1.0) + end, step)
+                if step not in skip:
+                    writer.add_scalar("poi/old_world_rows", 0.25, step)
+                    writer.add_scalar("poi/old_world_interest", 0.25 + excess.get(window, 1.0) + end, step)
         (run_dir / "finished.json").write_text("{}")
 
-    for seed in (1, 2, 3, 4):  # per run 0.01 (seed + 1) and -0.01 (seed + 1); the IQM of 4 (the middle two): +-0.035
-        write("i1", seed, {"reading": 0.01 * seed, "beside": -0.01 * seed})
+    # per run 0.02, 0.03, 0.04, 0.08, 0.51 (and their negatives beside): the IQM of 5 (the middle three) 0.05, where
+    # their median is 0.04 and their mean 0.136
+    for seed, value in enumerate((0.01, 0.02, 0.03, 0.07, 0.5), start=1):
+        write("i1", seed, {"reading": value, "beside": -value})
+    for seed in (1, 2, 3, 4):
         write("f3", seed, {"reading": 0.5, "beside": 0.5})
+    write("gap", 1, {}, skip=(30_000,))
     made = forked.run(["-m", "common.series", tmp_path / "runs", "--out", tmp_path / "s.jsonl.gz"], ROOT)
     assert made.returncode == 0, made.stderr
     oldworld = load_script("oldworld", ROOT / "docs/results/continuous-interest/oldworld.py")
     found = oldworld.readings(tmp_path / "s.jsonl.gz", ["i1"])
     (iqm, low, high, runs), (beside, *_) = found["i1"].values()
-    assert (round(iqm, 6), runs, round(beside, 6)) == (0.035, 4, -0.035) and 0.0199 < low <= iqm <= high < 0.0501
+    assert (round(iqm, 6), runs, round(beside, 6)) == (0.05, 5, -0.05) and 0.0199 < low <= iqm <= high < 0.5101
     result = forked.run([ROOT / "docs/results/continuous-interest/oldworld.py", tmp_path / "s.jsonl.gz", "f3"], ROOT)
     assert result.stdout.splitlines()[2:] == [
-        "| f3 | 26,000-40,000 | 4 | +0.510 [+0.510, +0.510] |",
-        "| f3 | 21,000-25,000 (beside) | 4 | +0.490 [+0.490, +0.490] |",
+        "| f3 | 27,000-40,000 | 4 | +0.510 [+0.510, +0.510] |",
+        "| f3 | 22,000-26,000 (beside) | 4 | +0.490 [+0.490, +0.490] |",
     ]
+    result = forked.run([ROOT / "docs/results/continuous-interest/oldworld.py", tmp_path / "s.jsonl.gz", "gap"], ROOT)
+    assert result.returncode == 1
+    assert result.stderr == "error: gap: old-world shares missing at steps 27,000-40,000: 30000\n"
     result = forked.run([ROOT / "docs/results/continuous-interest/oldworld.py", tmp_path / "s.jsonl.gz", "nope"], ROOT)
     assert result.returncode == 1 and result.stderr == f"error: no runs of nope in {tmp_path / 's.jsonl.gz'}\n"
 
@@ -561,7 +570,8 @@ def test_the_mujoco_plans_compare_the_runs_their_sweeps_label(tmp_path):
 def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
     """Every tag of SERIES_TAGS a run logs comes back from the series at its steps: the losses exactly (as float32),
     the entropy, the rollouts' changed share, the skills' accuracy, weight, return and probabilities (every
-    `skills/prob_<k>`) and SAC's shares of an earlier world to 4 significant digits; a tag it does not log stays absent, one not kept is left out."""
+    `skills/prob_<k>`) and SAC's shares of an earlier world to 4 significant digits; a tag it does not log stays
+    absent, one not kept is left out."""
     from common.series import SERIES_TAGS, decode, encode
 
     logged = {tag: [(2048, 0.123456789), (4096, 1 / 3)] for tag in SERIES_TAGS if tag != "charts/phase"}

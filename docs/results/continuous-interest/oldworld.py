@@ -1,10 +1,11 @@
 """The continuous interest study's old-world reading (PLAN.md, Amendment 2): how much of SAC's interest falls on the
 transitions of the world before the change, beyond their share of the batch. Per run of an arm with an interest, the
-mean of `poi/old_world_interest - poi/old_world_rows` over its logged points at steps 26,000-40,000 (the model's
-window then holds the new motor's transitions alone) and, beside it, at 21,000-25,000 (the window still mixing the
-two motors); per arm, the IQM over its runs with a 95% stratified-bootstrap CI (common.analyze, 5,000 resamples,
-seed 0), from the study's series (common.series keeps finished runs alone: a missing run is left out). A
-description, not a gate. Prints a markdown table.
+mean of `poi/old_world_interest - poi/old_world_rows` over its logged points at steps 27,000-40,000 (each point's
+interest is under the model retrained 1,000 steps before; from the model of 26,000 on, its window holds the new
+motor's transitions alone) and, beside it, at 22,000-26,000 (models whose windows mix the two motors); every point of
+a window must be there (one each 1,000 steps); per arm, the IQM over its runs with a 95% stratified-bootstrap CI
+(common.analyze, 5,000 resamples, seed 0), from the study's series (common.series keeps finished runs alone: a missing
+run is left out). A description, not a gate. Prints a markdown table.
 
     python docs/results/continuous-interest/oldworld.py docs/results/continuous-interest/sac-series.jsonl.gz \
         sac_forward_model-int-coef-0.1 sac_forward_model-interest-noise-int-coef-0.1
@@ -19,18 +20,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from common import analyze  # noqa: E402
 
-WINDOWS = {"26,000-40,000": (26_000, 40_000), "21,000-25,000 (beside)": (21_000, 25_000)}  # steps, both ends in
+WINDOWS = {"27,000-40,000": (27_000, 40_000), "22,000-26,000 (beside)": (22_000, 26_000)}  # steps, both ends in
+EVERY = 1_000  # sac_forward_model logs the shares every 1,000 steps
 REPS, SEED = 5_000, 0
 
 
 def excess(scalars: dict, start: int, end: int) -> float:
     """The mean over the points logged at steps `start`..`end` of the interest's share on the old world's rows less
     those rows' share of the batch."""
+    expected = set(range(start, end + 1, EVERY))
     rows = {step: value for step, value in scalars.get("poi/old_world_rows", []) if start <= step <= end}
     interest = {step: value for step, value in scalars.get("poi/old_world_interest", []) if start <= step <= end}
-    if not rows or rows.keys() != interest.keys():
-        raise ValueError(f"no old-world points at steps {start:,}-{end:,} (or the two shares at different steps)")
-    return float(np.mean([interest[step] - rows[step] for step in rows]))
+    if rows.keys() != expected or interest.keys() != expected:
+        missing = sorted(expected - (rows.keys() & interest.keys()))
+        raise ValueError(f"old-world shares missing at steps {start:,}-{end:,}: {', '.join(map(str, missing))}")
+    return float(np.mean([interest[step] - rows[step] for step in sorted(expected)]))
 
 
 def readings(series: Path, arms: list[str]) -> dict[str, dict[str, tuple[float, float, float, int]]]:
