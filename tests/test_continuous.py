@@ -551,11 +551,12 @@ def test_the_continuous_ppo_forward_model_reads_the_actions_the_env_executes(tmp
     """The env clips the policy's Gaussian sample to the action space (ClipAction); the forward model, and the
     disagreement it gives as interest (each spied on), read that executed action: on Pendulum-v1 every action they
     read lies in [-2, 2], and the untrained policy's samples (std 1) pass the bounds often enough that some sit on
-    them."""
+    them. The policy's update still reads the sample: its first minibatch's actions pass the bounds."""
     script = tmp_path / "spy.py"
     out = tmp_path / "received.npz"
     spied = ["train_forward_model", "poi_values"]
-    script.write_text(SPY.format(root=str(ROOT), name="ppo_continuous_poi_ensemble", functions=spied, out=str(out)))
+    functions = [*spied, "Agent.get_action_and_value"]  # its first `action`: the update's first minibatch's
+    script.write_text(SPY.format(root=str(ROOT), name="ppo_continuous_poi_ensemble", functions=functions, out=str(out)))
     flags = ["--env", "Pendulum-v1", "--seed", "5", "--total-timesteps", "2048", "--num-minibatches", "4",
              "--update-epochs", "1", "--runs-dir", tmp_path / "runs"]  # fmt: skip
     proc = forked.run([script, *flags], tmp_path)
@@ -566,6 +567,8 @@ def test_the_continuous_ppo_forward_model_reads_the_actions_the_env_executes(tmp
         assert actions.shape == (2048, 1)
         assert actions.min() >= -2 and actions.max() <= 2
         assert (np.abs(actions) == 2).sum() >= 20  # a policy of std 1 passes |a| = 2 at about 4.6% of its steps
+    sampled = received["Agent.get_action_and_value.action"]
+    assert sampled.shape == (512, 1) and (np.abs(sampled) > 2).sum() >= 5  # about 24 of 512 past a bound
 
 
 @pytest.mark.parametrize(

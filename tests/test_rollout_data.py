@@ -5,8 +5,9 @@ at that step, episode ends included. A target a step early or late, of another e
 reset, fails.
 
 The file's main block runs as it does from the command line, in a forked child (tests/forked.py), with
-`train_external_model` (or any of the file's functions: `SPY`'s `functions`) replaced by a spy that keeps the
-tensors its first call receives and then calls it."""
+`train_external_model` (or any of the file's functions or classes' methods, `Class.method`: `SPY`'s `functions`)
+replaced by a spy that keeps, for each of its arguments, the tensor of the first call that passes one, and then calls
+it."""
 
 from pathlib import Path
 
@@ -32,17 +33,23 @@ main = "\\n" * source[:start].count("\\n") + source[start:].replace('if __name__
 received = {{}}
 
 def spying(function):
-    original = getattr(module, function)
+    owner, _, name = function.rpartition(".")
+    holder = getattr(module, owner) if owner else module
+    original = getattr(holder, name)
 
     def spy(*args, **named):
-        if function not in received:  # the first call's tensor arguments, by their names
-            bound = inspect.signature(original).bind(*args, **named).arguments
-            received[function] = {{k: v.detach().numpy().copy() for k, v in bound.items() if hasattr(v, "numpy")}}
+        kept = received.setdefault(function, {{}})  # each argument's first tensor, by its name
+        for key, value in inspect.signature(original).bind(*args, **named).arguments.items():
+            if hasattr(value, "numpy") and key not in kept:
+                kept[key] = value.detach().numpy().copy()
         return original(*args, **named)
 
+    if owner:  # a method: on its class, which the main block's instances use
+        setattr(holder, name, spy)
     return spy
 
-exec(compile(main, module.__file__, "exec"), dict(vars(module), **{{f: spying(f) for f in {functions!r}}}))
+spies = {{f: spying(f) for f in {functions!r}}}
+exec(compile(main, module.__file__, "exec"), dict(vars(module), **{{f: s for f, s in spies.items() if "." not in f}}))
 np.savez({out!r}, **{{f"{{f}}.{{k}}": v for f, arrays in received.items() for k, v in arrays.items()}})
 """
 FILES = [path.stem for path in (ROOT / "algos").glob("ppo*.py") if "continuous" not in path.stem]
