@@ -45,10 +45,11 @@ FLAGS = {
         "--change-steps 100 500 --eval-steps 256"
     ).split(),
     # SAC logs (and checkpoints) every 1,000 steps: its updates from step 1,800, the checkpoint at 2,000, a change
-    # before it and one after
+    # before it and one after; the model's error as interest (its rewards, the buffer's noise and worlds, the shares
+    # of an earlier world it logs, across the checkpoint)
     "sac_forward_model.py": (
         "--total-timesteps 2200 --learning-starts 1800 --checkpoint-every 1000 --batch-size 64 --fm-hidden-size 64 "
-        "--env PendulumMotorChange-v1 --change-steps 1500 2100 --fm-retrain-every 100 --eval-steps 256"
+        "--env PendulumMotorChange-v1 --change-steps 1500 2100 --fm-retrain-every 100 --eval-steps 256 --int-coef 0.1"
     ).split(),
 }
 
