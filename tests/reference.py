@@ -1,7 +1,8 @@
 """Every algorithm file's reference run, which several tests read (the `shared_run` fixture in conftest.py runs it
 once per test process): test_checkpoint resumes its interrupted twin against it, test_smoke checks that evaluating
 seldom trains the same run, that the POI files log what they should, that the minigrid vector env gives the same run,
-that a fresh process with the same seed gives it again; test_replay and test_progress compare their variants with it.
+that a fresh process with the same seed gives it again; test_replay compares its variants with it; test_continuous
+reads the continuous files' runs on a world that changes.
 
 A discrete file's: 2 worlds x 64 steps an iteration, 7 iterations, the change within the third (test_checkpoint's
 interrupted twin stops after the fifth), the held-out evaluation every iteration; the interest counts from the start
@@ -45,10 +46,11 @@ FLAGS = {
         "--change-steps 100 500 --eval-steps 256"
     ).split(),
     # SAC logs (and checkpoints) every 1,000 steps: its updates from step 1,800, the checkpoint at 2,000, a change
-    # before it and one after; the model's error as interest (its rewards, the buffer's noise and worlds, the shares
-    # of an earlier world it logs, across the checkpoint)
+    # before it and one after (its motor from the reset at 2,200); the model's error as interest: its rewards and the
+    # buffer's worlds across the checkpoint, read by the shares of an earlier world logged at 2,400 (the buffer's noise
+    # is drawn, but nothing reads it under this interest)
     "sac_forward_model.py": (
-        "--total-timesteps 2200 --learning-starts 1800 --checkpoint-every 1000 --batch-size 64 --fm-hidden-size 64 "
+        "--total-timesteps 2400 --learning-starts 1800 --checkpoint-every 1000 --batch-size 64 --fm-hidden-size 64 "
         "--env PendulumMotorChange-v1 --change-steps 1500 2100 --fm-retrain-every 100 --eval-steps 256 --int-coef 0.1"
     ).split(),
 }

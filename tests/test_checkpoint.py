@@ -53,7 +53,7 @@ def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, shar
     # episodes began before it; the next iteration ends the first episodes, at 720, so the embedding file draws from
     # the pool it restored), continuous PPO after its second (a late signal: an iteration later, still before the
     # end). SAC stops only where it logs, every 1,000 steps: the signal goes at once, while it writes its checkpoint
-    # at step 2,000 of 2,200 (each after a change, before another).
+    # at step 2,000 of 2,400 (each after a change, before another).
     progress_lines = 1 if key.startswith("ppo_continuous") else 2 if key.startswith("sac") else 4
     for _ in range(progress_lines):
         assert interrupted.stdout.readline().startswith("step")

@@ -6,8 +6,8 @@ reset, fails.
 
 The file's main block runs as it does from the command line, in a forked child (tests/forked.py), with
 `train_external_model` (or any of the file's functions or classes' methods, `Class.method`: `SPY`'s `functions`)
-replaced by a spy that keeps, for each of its arguments, the tensor of the first call that passes one, and then calls
-it."""
+replaced by a spy that keeps, for each of its arguments, the tensor of the first call that passes one (so two
+arguments may come from two calls), and then calls it."""
 
 from pathlib import Path
 
