@@ -36,10 +36,11 @@ def spying(function):
     owner, _, name = function.rpartition(".")
     holder = getattr(module, owner) if owner else module
     original = getattr(holder, name)
+    signature = inspect.signature(original)
 
     def spy(*args, **named):
         kept = received.setdefault(function, {{}})  # each argument's first tensor, by its name
-        for key, value in inspect.signature(original).bind(*args, **named).arguments.items():
+        for key, value in signature.bind(*args, **named).arguments.items():
             if hasattr(value, "numpy") and key not in kept:
                 kept[key] = value.detach().numpy().copy()
         return original(*args, **named)
