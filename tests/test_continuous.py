@@ -8,6 +8,7 @@ import torch
 
 from algos import ppo_continuous_poi_ensemble as cppo
 from algos import sac_forward_model as sac
+from common.checkpoint import load_checkpoint, save_checkpoint
 from common.tb import read_scalars
 from common.heldout import continuous_heldout_set
 from envs.continuous import changed_region_share, fill_in_phases, make_continuous_env, motor_change
@@ -424,6 +425,22 @@ def test_sac_holds_out_transitions_apart_from_the_random_actions_that_made_them(
 
 
 @pytest.mark.slow
+def test_sac_buffer_in_a_checkpoint_draws_its_noise_on_as_the_buffer_that_was_not_saved(tmp_path):
+    """The noise interest reads each row's draw from the buffer's own generator, which the checkpoint keeps inside
+    the buffer (a loop value): the reloaded buffer's next draws are the uninterrupted buffer's, not a fresh one's.
+    The checkpoint test resumes SAC under the error interest, which never reads the noise."""
+    buffer = sac.ReplayBuffer(capacity=8, obs_dim=1, action_dim=1, seed=5)
+    rows = lambda n: (np.zeros((n, 1)), np.zeros((n, 1)), np.zeros((n, 1)), np.zeros(n), np.zeros(n))  # noqa: E731
+    buffer.add(*rows(3))
+    save_checkpoint(tmp_path, sac.Args(), {}, {"rb": buffer})
+    reloaded = load_checkpoint(tmp_path / "checkpoint.pt")["values"]["rb"]
+    fresh = sac.ReplayBuffer(capacity=8, obs_dim=1, action_dim=1, seed=5)
+    for each in (buffer, reloaded, fresh):
+        each.add(*rows(4))
+    np.testing.assert_array_equal(reloaded.noise, buffer.noise)
+    assert not np.array_equal(fresh.noise[:4], buffer.noise[3:7])  # a fresh generator would repeat the first draws
+
+
 def test_sac_logs_how_much_of_the_interest_falls_on_an_earlier_worlds_transitions(tmp_path):
     """On PendulumMotorChange-v1 with a change after step 1,000 the new motor acts from step 1,201 (the reset after
     the 200-step episode under way): at step 2,000 the batch's rows of the earlier world are about 1,200 / 2,000 of

@@ -5,6 +5,7 @@ import copy
 
 import importlib
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -115,6 +116,8 @@ def test_a_rollouts_changed_share_counts_its_views_against_the_neighbouring_phas
     green = hand_changed(images, BLUE, COLOR_TO_IDX["green"]).mean()  # no green key: every view with a blue one
     assert green != pytest.approx(hand)
     assert changed_share("key_distance", obs, actions, ["red", "blue", "green"], 2) == pytest.approx(green)
+    # a middle phase against the previous (red), not the next (green)
+    assert changed_share("key_distance", obs, actions, ["red", "blue", "green"], 1) == pytest.approx(hand)
     assert changed_share("forward", obs, actions, ["red", "blue"], 1) == 0.0  # never toggles
 
 
@@ -144,8 +147,18 @@ def test_random_policy_layouts_chain_each_world_episode():
         "ColorDoorKey-6x6-v0", num_layouts=8, episode_steps=30, seed=3, correct_key_color="red"
     )
     obs, next_obs = data["obs"].reshape(30, 8, -1), data["next_obs"].reshape(30, 8, -1)
+    actions = data["actions"].reshape(30, 8)
     np.testing.assert_array_equal(next_obs[:-1], obs[1:])  # one episode per world: each step leads to the next
-    assert (data["actions"].reshape(30, 8) != data["actions"].reshape(30, 8)[:, :1]).any()
+    assert (actions != actions[:, :1]).any()
+    for i in range(8):  # each world replayed alone in MiniGrid: every transition, the last (true final view) too
+        env = OneHotFlatObs(gym.make("ColorDoorKey-6x6-v0", max_steps=30, correct_key_color="red"))
+        view, _ = env.reset(seed=3 + i)
+        for step in range(30):
+            np.testing.assert_array_equal(obs[step, i], view)
+            view, _, terminated, truncated, _ = env.step(actions[step, i])
+            np.testing.assert_array_equal(next_obs[step, i], view)
+            if terminated or truncated:  # the world's first episode ends (at step 30 at the latest)
+                break
 
 
 def test_random_policy_layouts_keep_selects_each_step_what_filtering_the_whole_rollout_would():

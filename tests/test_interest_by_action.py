@@ -118,13 +118,14 @@ def test_the_rollout_mean_of_each_kind_it_holds():
 
 def write_run(folder, seed, turn_before, turn_after):
     """A run of 2 phases of 20 rollouts 10,000 steps apart (change at step 200,000) logging the turns' and every
-    transition's mean, and opened doors only after the change: 4 over its first 100k steps, 8 over its last."""
+    transition's mean, and opened doors only after the change: 4 over its first 100k steps, 8 over its last. The
+    turns before the change: `turn_before` - 1 over the first 100k steps, + 1 over the last."""
     run_dir = folder / f"ColorDoorKey-6x6__ppo_poi_grad__{seed}__{1000 + seed}"
     writer = SummaryWriter(str(run_dir))
     for i in range(1, 41):
         step, after = 10_000 * i, i > 20
         writer.add_scalar("charts/phase", float(after), step)
-        writer.add_scalar(TAG + "turn", turn_after if after else turn_before, step)
+        writer.add_scalar(TAG + "turn", turn_after if after else turn_before + (1 if i > 10 else -1), step)
         writer.add_scalar("poi/mean", 1.0, step)
         if after:
             writer.add_scalar(TAG + "toggle_opens", 8.0 if i > 30 else 4.0, step)
@@ -139,7 +140,7 @@ def test_phase_means_the_figure_and_the_table_from_event_files_and_from_a_series
     scalars = analyze.read_scalars(run.path)
     assert phase_means(scalars, 0) == [{"turn": 2.0, "all": 1.0}, {"turn": 3.0, "toggle_opens": 6.0, "all": 1.0}]
     assert phase_means(scalars)[1]["toggle_opens"] == 8.0  # the phase's last 100k steps
-    assert phase_means(scalars, 20_000)[0]["turn"] == 2.0
+    assert phase_means(scalars, 20_000)[0]["turn"] == phase_means(scalars)[0]["turn"] == 3.0  # each phase's window
     assert main([str(tmp_path / "sweep"), "--window", "0", "--out", str(tmp_path / "fig.png")]) == 0
     table = capsys.readouterr().out
     assert "| ppo_poi_grad | turn | 4 [2, 6] (3) | 5 [3, 7] (3) |" in table

@@ -77,7 +77,7 @@ def test_mc_dropout_poi_equals_a_loop_over_passes_and_observations(target, hidde
     assert disagreement.mc_dropout_poi(model, obs, actions, same).abs().max().item() < 1e-6
 
 
-def test_mc_dropout_poi_values_computes_each_distinct_input_once():
+def test_mc_dropout_poi_values_computes_each_distinct_input_once(monkeypatch):
     torch.manual_seed(0)
     model = disagreement.ExternalModel(32, 3, "forward", hidden_sizes=(12, 8), dropout=0.3)
     obs, actions, _ = region_data(6, 0, 32, seed=0)
@@ -85,8 +85,14 @@ def test_mc_dropout_poi_values_computes_each_distinct_input_once():
     actions[4] = (actions[0] + 1) % 3  # the same observation with another action: another input
     rows, inverse = disagreement.distinct_rows(model.inputs(obs, actions))
     assert len(rows) == 7 and torch.equal(model.inputs(obs, actions)[rows][inverse], model.inputs(obs, actions))
+    computed = []  # the rows each call of the passes gets
+    passes = disagreement.mc_dropout_poi
+    monkeypatch.setattr(
+        disagreement, "mc_dropout_poi", lambda m, o, *rest: computed.append(len(o)) or passes(m, o, *rest)
+    )
     torch.manual_seed(1)
     values = disagreement.poi_values(model, obs, actions, num_samples=30)
+    assert computed == [7]  # of 9 rows
     torch.manual_seed(1)  # the same masks, every row computed
     masks = disagreement.dropout_masks(model, num_samples=30)
     torch.testing.assert_close(values, disagreement.mc_dropout_poi(model, obs, actions, masks))
@@ -133,15 +139,19 @@ def test_mc_dropout_poi_is_higher_off_the_training_data():
     assert min(ratios) > 1.3 and np.mean(ratios) > 2.0, ratios
 
 
-def test_intrinsic_advantages_carry_the_reward_across_episode_ends():
-    # zero values: the intrinsic advantage is the discounted sum of later intrinsic rewards,
-    # uninterrupted by episode ends (non-episodic)
-    rewards = torch.tensor([[0.0], [0.0], [1.0], [0.0]])
-    zeros = torch.zeros_like(rewards)
-    adv, ret = disagreement.intrinsic_advantages(rewards, zeros, torch.zeros(1, 1), 0.5, 1.0)
-    torch.testing.assert_close(adv, torch.tensor([[0.25], [0.5], [1.0], [0.0]]))
-    changed, _ = disagreement.intrinsic_advantages(rewards * 2, zeros, torch.zeros(1, 1), 0.5, 1.0)
-    assert (changed[:3] == 2 * adv[:3]).all()
+def test_intrinsic_advantages_are_gae_that_no_episode_end_cuts():
+    """The intrinsic return is non-episodic (it takes no episode ends): its advantages are the explicit sum of
+    (gamma lambda)^k deltas to the rollout's end, bootstrapped there from the next value (test_ppo_math's plain
+    loop with no step ended), and its returns those advantages plus the values."""
+    from tests.test_ppo_math import gae_reference
+
+    generator = torch.Generator().manual_seed(0)
+    rewards, values = torch.rand(6, 3, generator=generator), torch.randn(6, 3, generator=generator)
+    next_value, no_ends = torch.randn(1, 3, generator=generator), np.zeros((6, 3))
+    adv, ret = disagreement.intrinsic_advantages(rewards, values, next_value, 0.9, 0.6)
+    expected = gae_reference(rewards.numpy(), values.numpy(), next_value.numpy(), no_ends, no_ends, no_ends, 0.9, 0.6)
+    torch.testing.assert_close(adv, torch.tensor(expected, dtype=torch.float32))
+    torch.testing.assert_close(ret, adv + values)
 
 
 SCALED_FILES = (*POI, "ppo_continuous_poi_ensemble")
@@ -194,7 +204,11 @@ def test_ensemble_batched_equals_loop_over_members():
         torch.testing.assert_close(batched[k], h)
     expected_poi = torch.stack([batched[k] for k in range(4)]).var(0, unbiased=False).mean(-1)
     repeated = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 3, 3, 0])  # repeated inputs are computed once
+    computed = []  # the rows each forward pass gets
+    hook = model.register_forward_hook(lambda module, inputs, output: computed.append(len(inputs[0])))
     torch.testing.assert_close(ensemble.poi_values(model, obs[repeated], actions[repeated]), expected_poi[repeated])
+    hook.remove()
+    assert computed == [9]  # of 12 rows
     torch.testing.assert_close(model.predict(obs, actions), obs + batched.mean(0))
 
 
@@ -207,6 +221,19 @@ def test_ensemble_members_train_on_their_own_orders_and_all_learn():
     fit(ensemble, model, obs, actions, targets, epochs=50)
     after = model.per_sample_loss(obs, actions, targets).mean(1)
     assert before.shape == (3,) and (after < 0.2 * before).all()
+
+    def trained_from_one_member(batch_size):  # every member made member 0, then one pass over the data
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.copy_(parameter[:1].expand_as(parameter))
+        optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+        ensemble.train_external_model(model, optimizer, obs, actions, targets, epochs=1, batch_size=batch_size)
+        return model.mean.weight.detach().clone()
+
+    whole = trained_from_one_member(batch_size=256)  # one batch of all the data: the order moves only rounding
+    apart = trained_from_one_member(batch_size=64)  # four batches, each member's own
+    assert (whole[1:] - whole[0]).abs().max() < 1e-7  # about 1e-9
+    assert ((apart[1:] - apart[0]).abs().amax((1, 2)) > 1e-3).all()  # about 0.007: three orders apart
 
 
 def test_ensemble_poi_is_higher_off_the_training_data():

@@ -172,6 +172,31 @@ def test_plain_gaussian_nll_is_beta_zero():
     torch.testing.assert_close(model.per_sample_loss(obs, actions, targets), nll.mean(-1))
 
 
+def test_beta_nll_weights_each_dimension_by_its_std_to_the_2_beta_held_constant():
+    """beta-NLL (Seitzer et al. 2022) at beta 0.5, its value and both gradients against the NLL written out, weighted
+    by std^(2 beta) with no gradient through the weight (at beta 0 the weight is 1, so the test above cannot see it);
+    the weight with a gradient is checked to move the log-std's gradient, so the comparison can tell them apart."""
+    model = ExternalModel(12, 3, "forward", hidden_sizes=(16,), dropout=0.0, gaussian=True, nll_beta=0.5)
+    generator = torch.Generator().manual_seed(0)
+    mean, log_std, targets = (torch.randn(8, 12, generator=generator) for _ in range(3))
+
+    def value_and_gradients(loss_of):
+        m, s = mean.clone().requires_grad_(), (0.5 * log_std).requires_grad_()
+        loss = loss_of(m, s)
+        loss.sum().backward()
+        return loss.detach(), m.grad, s.grad
+
+    def by_hand(weight):
+        return lambda m, s: (weight(s) * (0.5 * ((targets - m) / s.exp()) ** 2 + s)).mean(-1)
+
+    got = value_and_gradients(lambda m, s: model.loss(m, s, targets))
+    expected = value_and_gradients(by_hand(lambda s: s.detach().exp() ** (2 * 0.5)))
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b)
+    through = value_and_gradients(by_hand(lambda s: s.exp() ** (2 * 0.5)))
+    assert not torch.allclose(through[2], expected[2])
+
+
 @pytest.mark.parametrize("file", ["ppo", "ppo_poi_ensemble"])  # the two versions of the model (test_shared_code)
 def test_gaussian_log_std_is_clamped_at_both_ends(file):
     model_class = importlib.import_module(f"algos.{file}").ExternalModel
