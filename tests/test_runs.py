@@ -90,9 +90,12 @@ def test_the_checkpoint_is_written_every_checkpoint_every_iterations_with_the_lo
     with Run(Args(runs_dir=str(tmp_path), checkpoint_every=2), None) as run:
         for iteration in range(1, 4):
             run.end_iteration(iteration, 8 * iteration, dict(net=weights), lambda: dict(global_step=8 * iteration))
-            written.append((run.dir / CHECKPOINT).exists())
-    assert written == [False, True, True]  # after iteration 2; the finished run's checkpoint then goes
-    assert not (run.dir / CHECKPOINT).exists()
+            path = run.dir / CHECKPOINT
+            written.append(torch.load(path, weights_only=False) if path.exists() else None)
+    assert written[0] is None  # after iteration 2 only: the one there still holds step 16 after the third
+    assert [checkpoint["values"]["global_step"] for checkpoint in written[1:]] == [16, 16]
+    assert torch.equal(written[1]["stateful"]["net"]["weight"], weights.weight)
+    assert not (run.dir / CHECKPOINT).exists()  # the finished run's checkpoint goes
 
 
 def test_save_models_writes_each_network_the_policy_and_the_flags(tmp_path):
@@ -113,7 +116,8 @@ def test_save_models_writes_each_network_the_policy_and_the_flags(tmp_path):
     with Run(Args(runs_dir=str(tmp_path)), None) as run:
         run.save_models(policy, 3, meta, agent=policy, external_model=model)
     names = {p.name for p in run.dir.iterdir()}
-    assert {"agent.pt", "external_model.pt", "args.json", COMPLETION_MARKER} <= names
+    assert {"agent.pt", "external_model.pt", "args.json", "policy.pt2", COMPLETION_MARKER} <= names
+    assert json.loads((run.dir / "policy.json").read_text()) == meta  # what common.evaluate reads to run it
     assert torch.load(run.dir / "external_model.pt") == {"config": "kept"}  # the network's own save
     assert torch.load(run.dir / "agent.pt").keys() == policy.state_dict().keys()
     assert json.loads((run.dir / "args.json").read_text())["seed"] == 3

@@ -516,6 +516,40 @@ def test_a_tiny_real_sweep_analysed_end_to_end(tmp_path):
     assert (tmp_path / "sw/analysis/adaptation_ColorDoorKey-6x6.png").is_file()
 
 
+def test_the_asymptotic_loss_is_the_lowest_not_the_last():
+    """A loss that falls to 0 and rises again: the asymptotic loss is its lowest smoothed value (0, not the last, 8),
+    the highest 8, and the adaptation the steps until it first gets within the threshold (at 3,000)."""
+    steps = [1000 * (i + 1) for i in range(7)]
+    loss = [8.0, 8.0, 0.0, 0.0, 0.0, 8.0, 8.0]
+    scalars = {"charts/phase": [(s, 0) for s in steps]} | {
+        tag: list(zip(steps, loss)) for tag in ("external_model/train_loss", "external_model/eval_loss")
+    }
+    (phase,) = analyze.phase_metrics(scalars, 1, {"train": 2.0, "eval": 2.0}, 0.8)
+    assert phase["eval_asymptotic"] == 0.0 and phase["eval_highest"] == 8.0 and phase["eval_adaptation"] == 3000
+
+
+def test_the_curves_are_iqms_over_runs_at_each_point():
+    """Eight runs at constant levels whose IQM is 5.5 (median 5, mean 16.9): the curve is 5.5 at every point of the
+    grid, inside its band."""
+    levels = [1.0, 2.0, 3.0, 4.0, 6.0, 9.0, 10.0, 100.0]
+    steps = [100 * (i + 1) for i in range(10)]
+    runs = [
+        analyze.RunInfo(
+            Path("x"),
+            "E",
+            "m",
+            seed,
+            True,
+            scalars={"external_model/train_loss": [(t, level) for t in steps]},
+            phases=[{"phase": 0, "start": 0, "length": 1001}],
+        )
+        for seed, level in enumerate(levels)
+    ]
+    curve = analyze.curves(runs, span=5, reps=200, seed=0, points=5)["E"]["methods"]["m"]["train_loss"]
+    assert curve["iqm"] == pytest.approx([5.5] * 5)
+    assert all(low <= 5.5 <= high for low, high in zip(curve["low"], curve["high"]))
+
+
 def test_curve_agreement_counts_points_within_each_others_bands():
     from common.analyze import curve_agreement
 
