@@ -516,6 +516,30 @@ def test_a_tiny_real_sweep_analysed_end_to_end(tmp_path):
     assert (tmp_path / "sw/analysis/adaptation_ColorDoorKey-6x6.png").is_file()
 
 
+def test_of_several_attempts_of_a_run_the_finished_one_counts_else_the_latest(tmp_path):
+    """find_runs keeps one folder per (env, method, seed): a finished attempt over a later unfinished one, the latest
+    of several finished or of several unfinished."""
+    from common.runs import COMPLETION_MARKER
+
+    def attempt(seed, time, finished):
+        run_dir = tmp_path / f"E__m__{seed}__{time}"
+        run_dir.mkdir()
+        (run_dir / "events.out.tfevents.0").touch()
+        if finished:
+            (run_dir / COMPLETION_MARKER).write_text("{}")
+
+    made = [(1, 100, True), (1, 200, False), (1, 300, False), (2, 100, False), (2, 200, False)]
+    for seed, time, finished in made + [(3, 200, True), (3, 100, True)]:
+        attempt(seed, time, finished)
+    runs, notes = analyze.find_runs([tmp_path])
+    assert [(run.seed, run.path.name, run.finished) for run in runs] == [
+        (1, "E__m__1__100", True),
+        (2, "E__m__2__200", False),
+        (3, "E__m__3__200", True),
+    ]
+    assert notes == []
+
+
 def test_the_asymptotic_loss_is_the_lowest_not_the_last():
     """A loss that falls to 0 and rises again: the asymptotic loss is its lowest smoothed value (0, not the last, 8),
     the highest 8, and the adaptation the steps until it first gets within the threshold (at 3,000)."""
