@@ -175,10 +175,11 @@ def test_sac_actor_samples_and_log_densities_equal_torch_normals():
     normal = torch.distributions.Normal(loc, log_std.exp())
     x_t = normal.rsample()
     y_t = torch.tanh(x_t)
-    expected = normal.log_prob(x_t) - torch.log(actor.action_scale * (1 - y_t.pow(2)) + 1e-6)
-    assert torch.equal(action, y_t * actor.action_scale + actor.action_bias)
+    scale, bias = torch.tensor([2.0, 0.5]), torch.tensor([0.0, 0.5])  # the space's half-widths and centres, by hand
+    expected = normal.log_prob(x_t) - torch.log(scale * (1 - y_t.pow(2)) + 1e-6)
+    assert torch.equal(action, y_t * scale + bias)
     assert torch.equal(log_prob, expected.sum(1, keepdim=True))
-    assert torch.equal(mean, torch.tanh(loc) * actor.action_scale + actor.action_bias)
+    assert torch.equal(mean, torch.tanh(loc) * scale + bias)
 
 
 def test_soft_update_equals_the_loop_over_parameters():
@@ -207,7 +208,9 @@ def test_continuous_ensemble_equals_a_loop_over_members():
 
 def test_the_continuous_ppo_held_out_error_is_in_raw_observation_units():
     """raw_heldout_error against hand-made cases: a model that predicts no change errs by the raw deltas' mean square,
-    one that predicts the normalised delta exactly errs by nothing, whatever the normalising statistics."""
+    one that predicts the normalised delta exactly errs by nothing, whatever the normalising statistics; so does an
+    ensemble whose two members err by +-0.3 around it from the normalised observation it is given (the error is the
+    members' mean's, and the model reads normalised observations)."""
     rng = np.random.default_rng(0)
     obs = torch.tensor(rng.normal(size=(50, 3)), dtype=torch.float32)
     next_obs = obs + torch.tensor(rng.normal(scale=0.1, size=(50, 3)), dtype=torch.float32)
@@ -227,6 +230,13 @@ def test_the_continuous_ppo_held_out_error_is_in_raw_observation_units():
     assert np.isclose(still, ((next_obs - obs) ** 2).mean().item(), rtol=1e-5)
     exact = cppo.raw_heldout_error(Fixed(normalise(next_obs) - normalise(obs)), obs, actions, next_obs, mean, var)
     assert exact < 1e-10
+
+    class Apart(torch.nn.Module):  # two members 0.3 either side of the exact normalised delta from the input `o`
+        def forward(self, o, a):
+            delta = normalise(next_obs) - o
+            return torch.stack([delta + 0.3, delta - 0.3])
+
+    assert cppo.raw_heldout_error(Apart(), obs, actions, next_obs, mean, var) < 1e-10
 
 
 def test_goal_observations_are_flattened():

@@ -145,9 +145,11 @@ def test_the_continuous_policies_give_the_mean_without_noise_and_mean_plus_std_n
     torch.testing.assert_close(policy(x, torch.randn(1, 2), torch.zeros(1, 0)), sampled)
 
 
-def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path):
+def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path, monkeypatch):
     """A short ppo.py run saved with --save-model; evaluate (deterministic) against a loop
-    written here with the agent loaded from agent.pt."""
+    written here with the agent loaded from agent.pt: the same returns and lengths, and at every step the exported
+    policy got the loop's observation and gave its action (this barely trained agent never reaches the goal, so
+    returns and lengths alone would not tell a policy fed the wrong observation)."""
     import gymnasium as gym
 
     from algos.ppo import Agent
@@ -173,18 +175,39 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path):
     ]
     assert forked.run(cmd, tmp_path).returncode == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
+    fed, load = [], torch.export.load  # each observation the exported policy gets, and the action it gives
+
+    class Recorded:
+        def __init__(self, program):
+            self.program = program
+
+        def module(self):
+            policy = self.program.module()
+
+            def recorded(obs, noise, condition):
+                action = policy(obs, noise, condition)
+                fed.append((obs.clone(), action.clone()))
+                return action
+
+            return recorded
+
+    monkeypatch.setattr(torch.export, "load", lambda path: Recorded(load(path)))
     result = evaluate(run_dir, episodes=3, deterministic=True, seed=5)
     agent = Agent(980, 7)
     agent.load_state_dict(torch.load(run_dir / "agent.pt"))
     env = OneHotFlatObs(gym.make("MiniGrid-Empty-5x5-v0"))
+    step = 0
     for episode in range(3):
         obs, _ = env.reset(seed=5 + episode)
         total, length, done = 0.0, 0, False
         while not done:
-            action = agent.actor(torch.as_tensor(obs)[None]).argmax(-1).item()
+            x = torch.as_tensor(obs)[None]
+            action = agent.actor(x).argmax(-1).item()
+            assert torch.equal(fed[step][0], x) and fed[step][1].item() == action, step
             obs, reward, terminated, truncated, _ = env.step(action)
-            total, length, done = total + float(reward), length + 1, terminated or truncated
+            total, length, done, step = total + float(reward), length + 1, terminated or truncated, step + 1
         assert (result["returns"][episode], result["lengths"][episode]) == (pytest.approx(total), length)
+    assert step == len(fed)
 
     cli = forked.run(["-m", "common.evaluate", run_dir, "--episodes", "2", "--json", tmp_path / "e.json"], ROOT)
     assert cli.returncode == 0 and "2 episodes, return" in cli.stdout, cli.stderr

@@ -35,11 +35,14 @@ def analysis(end_of_change):
         "nul": [(0.91, 0.79, 0.94), (0.9526, 0.944, 0.955)],
     }
     relearn = {"cur": (1.0, 0.9, 1.1), "chg": (1.2, 0.9, 1.5), "nul": (1.19, 0.86, 1.6)}
+    first = {"cur": (1.0, 0.9, 1.1), "chg": (3.0, 2.5, 3.5), "nul": (1.1, 0.9, 1.3)}  # the first learning: not read
     triple = lambda t: dict(iqm=t[0], low=t[1], high=t[2])  # noqa: E731
     return dict(
         settings=dict(baseline="cur", robust_window=200000),
         aggregates=[
-            dict(phase=p, method=m, changed_adaptation_normalised=triple(relearn[m])) for p in (0, 1) for m in task
+            dict(phase=p, method=m, changed_adaptation_normalised=triple((first, relearn)[p][m]))
+            for p in (0, 1)
+            for m in task
         ],
         task=[
             dict(
@@ -74,11 +77,18 @@ def analysis(end_of_change):
 def test_readings_name_the_measure_that_fails(tmp_path, capsys):
     rows = readings(analysis((0.956, 0.9537, 0.9568)), "cur", "chg", "nul")
     assert [any(row["readings"]) for row in rows] == [True, True, False]
+    assert rows[0]["change"] == (1.2, 0.9, 1.5) and rows[0]["null"][0] == 1.19  # the re-learning after the change
     path = tmp_path / "results.json"
     path.write_text(json.dumps(analysis((0.956, 0.9537, 0.9568))))
     assert main([str(path), "--current", "cur", "--change", "chg", "--null", "nul", "--reps", "50"]) == 1
     out = capsys.readouterr().out
     assert "task at the end (return, phase 1) | 0.9534" in out and "null arm: no" in out
+    passes_column = {line.split(" | ")[0].lstrip("| "): line.rsplit(" | ", 1)[1] for line in out.splitlines()[4:7]}
+    assert passes_column == {
+        "re-learning of the changed views (ratio to current)": "yes |",
+        "task before the change (return, phase 0)": "yes |",
+        "task at the end (return, phase 1)": "**no** |",
+    }
     path.write_text(json.dumps(analysis((0.953, 0.95, 0.956))))  # the current's end inside the change's CI
     assert main([str(path), "--current", "cur", "--change", "chg", "--null", "nul", "--reps", "50"]) == 0
     assert "null arm: yes" in capsys.readouterr().out

@@ -58,8 +58,9 @@ def test_on_and_off_are_kept_whatever_the_hardware(monkeypatch, capsys, hardware
 @pytest.mark.parametrize("name", DISCRETE)
 def test_each_file_records_what_auto_resolved_to(monkeypatch, capsys, name):
     """The default is off (the null-arm rule: docs/results/bf16-fair-6x6); `auto` is resolved with the other
-    defaults, before the run starts, so the hyperparameter table, args.json and a checkpoint hold "on" or
-    "off" (a resumed run keeps what it started with, on whatever machine)."""
+    defaults, before the run starts, into the args object (which args.json and a checkpoint save) and so into the
+    hyperparameter table; filled in again as --resume fills the saved flags, on a machine that would resolve `auto`
+    otherwise, they keep what the run started with."""
     module = importlib.import_module(f"algos.{name}")
     args = check_and_fill(module.Args(env="ColorDoorKey-6x6"), module.RANGES, module.fill_in_defaults)
     assert args.bf16 == "off"

@@ -16,8 +16,9 @@ from common.checks import check_and_fill
 from common.heldout import random_policy_transitions
 from envs import OneHotFlatObs, resolve_env_id
 from envs.views import NUM_CHANNELS
+from tests.reference import by_reference, reference
 from tests.test_smoke import DESIGN_METRICS, SMALL, only_run_dir, run
-from common.tb import read_scalars
+from common.tb import read_images, read_scalars
 
 
 def skill_states(n, skill, num_skills=4, dim=64, seed=0):
@@ -120,8 +121,8 @@ def test_skill_distribution_matches_a_hand_worked_case():
 def test_after_a_change_the_skill_distribution_moves_to_the_skill_whose_states_changed(seed):
     """Four skills visit disjoint states; the model has learned them all. The world then changes
     where skill 2 goes, and the model takes a few passes on it: the MC-dropout interest rises
-    there most, and the POI-guided distribution moves to skill 2 (from about a quarter to
-    nearly the most the uniform weight 0.5 allows, 0.625)."""
+    there most, and the POI-guided distribution moves to skill 2: from about a quarter to 0.46-0.48 at seeds 0-2
+    (the most the uniform weight 0.5 allows is 0.625), each other skill's share falling below 0.19."""
     torch.manual_seed(seed)
     num_skills, dim = 4, 64
     obs = torch.cat([skill_states(256, k, seed=10 * seed + k) for k in range(num_skills)])
@@ -148,7 +149,7 @@ def test_after_a_change_the_skill_distribution_moves_to_the_skill_whose_states_c
         diayn.train_external_model(model, optimizer, obs, actions, targets, epochs=1, batch_size=64)
     after, poi_after = distribution()
     assert (before - 0.25).abs().max() < 0.1  # nothing stood out before the change
-    assert after.argmax() == 2 and after[2] > 0.4 and (poi_after / poi_before).argmax() == 2
+    assert after.argmax() == 2 and after[2] > 0.44 and (poi_after / poi_before).argmax() == 2
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -359,10 +360,20 @@ def test_shaping_files_reject_bad_flags_on_the_command_line_with_one_line(tmp_pa
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("key", by_reference(["ppo_poi_diayn.py"]))
+def test_diayn_on_colordoorkey_logs_where_the_skills_go_at_each_evaluation(shared_run, key):
+    """The reference run (tests/reference.py: ColorDoorKey-6x6, 7 iterations of 128 steps, evaluated at each): a
+    visitation map at each iteration's end."""
+    script, flags = reference(key)
+    images = read_images(shared_run(script, *flags), "skills/visitation")
+    assert [step for step, _ in images] == [128 * i for i in range(1, 8)] and all(png for _, png in images)
+
+
 def test_diayn_runs_on_a_minigrid_id_without_cells(tmp_path):
     """Only ColorDoorKey's info has the agent's cell: elsewhere no cells, no visitation map."""
     run(tmp_path, *SMALL, "--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "256", script="algos/ppo_poi_diayn.py")
     assert "diayn/disc_accuracy" in read_scalars(only_run_dir(tmp_path))
+    assert read_images(only_run_dir(tmp_path), "skills/visitation") == []
 
 
 @pytest.mark.slow
@@ -419,7 +430,8 @@ def test_the_diayn_return_bootstraps_at_a_termination_only_with_its_flag(tmp_pat
     """--diayn-bootstrap-at-termination changes nothing until an episode terminates (here: reaches the goal of
     MiniGrid-Empty-5x5, the only episodes with a return above 0), and from the iteration where one first does the
     DIAYN return and so the update; with the DIAYN weight 0 the task's update stays the same throughout (the task
-    return is not touched; the DIAYN value head trains apart)."""
+    return is not touched; the DIAYN value head trains apart): bitwise until the first truncation, within rounding
+    after it."""
     flags = ("--num-envs", "8", "--num-steps", "8", "--num-minibatches", "2", "--eval-steps", "64")
     flags += ("--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "2048", *DIAYN)
     # one skill per episode and no truncation before the first termination (100 steps): nothing else writes a final
@@ -456,6 +468,8 @@ def test_the_diayn_return_bootstraps_at_a_termination_only_with_its_flag(tmp_pat
     ]
     for tag in ("losses/policy_loss", "losses/value_loss"):
         assert weightless[0][tag][:untruncated] == weightless[1][tag][:untruncated]
+        # and within rounding after it: a flag that took truncated episodes' final values away moves them by far more
+        np.testing.assert_allclose(*(np.array(run[tag])[:, 1] for run in weightless), rtol=1e-5)
     assert weightless[0]["losses/diayn_value_loss"][:first] == weightless[1]["losses/diayn_value_loss"][:first]
     assert weightless[0]["losses/diayn_value_loss"][first] != weightless[1]["losses/diayn_value_loss"][first]
 
