@@ -12,6 +12,7 @@ import math
 import os
 import random
 import re
+import shlex
 import signal
 from collections import Counter
 from pathlib import Path
@@ -460,6 +461,26 @@ def test_the_robustness_readings_are_those_their_flags_name(tmp_path):
     assert result.returncode == 1 and result.stderr.strip() == "error: --robust-factors names a value twice: 1 1"
 
 
+def test_the_continuous_studys_task_bar_reads_f1s_return_before_the_change(tmp_path):
+    """taskbar.py: asked when F1's IQM of the return over the task window in the first phase is at or above -400 (the
+    bar itself included), whatever F1's second phase or another arm does; an analysis without that row is one line."""
+    script = ROOT / "docs/results/continuous-interest/taskbar.py"
+
+    def results(f1_before):
+        def row(method, phase, iqm):
+            return {"env": "E", "phase": phase, "method": method, "return_window": {"iqm": iqm, "low": 0, "high": 0}}
+
+        return {"task": [row("f1", 0, f1_before), row("f1", 1, -1000.0), row("i1", 0, -100.0), row("i1", 1, -100.0)]}
+
+    for f1_before, code in ((-173.0, 0), (-400.0, 0), (-400.5, 3)):
+        (tmp_path / "results.json").write_text(json.dumps(results(f1_before)))
+        done = forked.run([script, tmp_path / "results.json", "f1"], tmp_path)
+        assert done.returncode == code, done.stderr
+        assert done.stdout.startswith("asked: " if code == 0 else "not asked: ") and f"{f1_before:g}" in done.stdout
+    missing = forked.run([script, tmp_path / "results.json", "f2"], tmp_path)
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "0 task rows of f2" in missing.stderr
+
+
 def test_the_continuous_studys_thresholds_come_from_f1s_first_phase_alone(tmp_path):
     """threshold.py: 3 x the IQM over F1's runs of each loss's median over the second half of the first phase's
     evaluations, rounded up to 2 digits; the first half (high: an untrained model) and other arms never count."""
@@ -480,10 +501,14 @@ def test_the_continuous_studys_thresholds_come_from_f1s_first_phase_alone(tmp_pa
     for seed in (1, 2, 3, 4):  # F1's second half: 0.1 + 0.001 i + 0.0001 seed, i = 25..49: its median at i = 37
         write("f1", seed, [1.0] * 25 + [0.1 + 0.001 * i + 0.0001 * seed for i in range(25, 50)], [5.0] * 20)
         write("other", seed, [0.001] * 50, [0.001] * 20)  # another arm, 100x lower: never read
+    for seed, level in enumerate((0.125, 0.125, 0.125, 0.25, 1.0), start=1):  # IQM 1/6, median 1/8, mean 0.325
+        write("g1", seed, [9.0] * 25 + [level] * 25, [5.0] * 20)
     made = forked.run(["-m", "common.series", tmp_path / "runs", "--out", tmp_path / "s.jsonl.gz"], ROOT)
     assert made.returncode == 0, made.stderr
     # by hand: medians 0.1371-0.1374, their IQM (the middle two of 4) 0.13725, x3 = 0.41175, rounded up: 0.42
     assert threshold.thresholds(tmp_path / "s.jsonl.gz", "f1") == {"train": 0.42, "eval": 0.42, "changed": 0.42}
+    # 3 x the IQM over five runs (0.5), not their median (0.38) or mean (0.98)
+    assert threshold.thresholds(tmp_path / "s.jsonl.gz", "g1") == {"train": 0.5, "eval": 0.5, "changed": 0.5}
     result = forked.run([ROOT / "docs/results/continuous-interest/threshold.py", tmp_path / "s.jsonl.gz", "f1"], ROOT)
     assert result.stdout == "--train-threshold 0.42 --eval-threshold 0.42 --changed-threshold 0.42\n"
     assert result.stderr == "threshold.py: 4 finished runs of f1\n"
@@ -597,6 +622,35 @@ def test_the_continuous_studys_commands_parse_and_name_its_arms():
         assert (analysed.span, analysed.comparisons, analysed.frontier_loss) == (10, 2, "changed")
         assert (analysed.robust_factors, analysed.robust_spans) == ([0.75, 1.0, 1.33], [5, 10, 20])
         assert (analysed.task_window, analysed.robust_window) == {"ppo": (50_000, 50_000), "sac": (7_000, 10_000)}[algo]
+
+
+def test_the_continuous_studys_third_amendment_reads_i1_against_f3_with_amendment_1s_settings():
+    """Amendment 3's commands: the task bar on each half's first analysis with F1's label, and a third analysis of
+    each series with F3 as the baseline, F3 and I1 alone, at Amendment 1's span, windows, readings and resamples."""
+    import shlex
+
+    _, block = amendment(ROOT / "docs/results/continuous-interest/PLAN.md", "## Amendment 3")
+    values = {"R": "docs/results/continuous-interest", "P": "ppo_continuous_poi_ensemble", "A": "sac_forward_model"}
+    values |= dict.fromkeys(("TP", "TS"), "--train-threshold 1 --eval-threshold 1 --changed-threshold 1")
+    lines = [re.sub(r"\$(\w+)", lambda m: values[m[1]], line) for line in block.replace("\\\n", " ").splitlines()]
+    bars = [line.split(";")[0].split()[1:] for line in lines if line.startswith(f"python {values['R']}/taskbar.py")]
+    assert bars == [
+        [f"{values['R']}/taskbar.py", f"{values['R']}/{algo}/results.json", f"{file}-int-coef-0"]
+        for algo, file in (("ppo", values["P"]), ("sac", values["A"]))
+    ]
+    analyses = [
+        analyze.parse_args(shlex.split(line)[3:]) for line in lines if line.startswith("python -m common.analyze")
+    ]
+    f3 = {"ppo": f"{values['P']}-interest-noise", "sac": f"{values['A']}-interest-noise-int-coef-0.1"}
+    i1 = {"ppo": values["P"], "sac": f"{values['A']}-int-coef-0.1"}
+    windows = {"ppo": (50_000, 50_000), "sac": (7_000, 10_000)}
+    assert len(analyses) == 2
+    for algo, args in zip(("ppo", "sac"), analyses):
+        assert (args.baseline, args.methods, args.frontier) == (f3[algo], [f3[algo], i1[algo]], None)
+        assert args.folders == [Path(values["R"]) / f"{algo}-series.jsonl.gz"]
+        assert Path(args.out) == Path(values["R"]) / f"{algo}-against-noise"
+        assert (args.span, args.reps, (args.task_window, args.robust_window)) == (10, 5000, windows[algo])
+        assert (args.robust_factors, args.robust_spans) == ([0.75, 1.0, 1.33], [5, 10, 20])
 
 
 def test_the_mujoco_comparison_scores_runs_as_rlops_and_applies_the_bound_by_hand(tmp_path):
@@ -1650,7 +1704,8 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     cis = {(x, a): good for x in ("D1", "D2", "E1") for a in ("F1", "D0")}
     cis["D1", "D0"] = (0.5, 1.1, 0.4, 1.2)
     out = run(folder("f1-alone", lost, cis))
-    assert "D1: outcome 2: a win against F1 alone" in out and "97.5%): not met." in out
+    (d1_line,) = [line for line in out.splitlines() if line.startswith("D1: outcome")]
+    assert "D1: outcome 2: a win against F1 alone" in out and d1_line.endswith("97.5%): not met.")
     assert "| D0 (not a comparator) | 0.80 | [0.50, 1.10] | [0.40, 1.20] | no |" in out and "E1: outcome 2: " in out
     assert run(tmp_path / "f1-alone", "--against").split() == [names["F1"], names["D0"]]
 
@@ -1666,6 +1721,10 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     everyone = {(x, a): good for x in ("D1", "D2", "E1") for a in ("F1", "F2a", "F6", "D0")}
     default = run(folder("default", {**counts, "D1": (7, 6), "F1": (8, 6)}, everyone))
     assert "D1: outcome 1" in default and "runs before the change): no." in default  # passes its gate at 7 (F1 8)
+    # 9 of 10 before the change, but 4 after (F1 6): it fails its gate, so no default; F2a at issue 34's bar exactly
+    gated = run(folder("gate-default", {**counts, "D1": (9, 4), "F2a": (8, 8)}, everyone))
+    assert "D1: outcome 3" in gated and "runs before the change): no." in gated
+    assert f"| F2a | {names['F2a']} | 10 of 10 | 8 / 8 | yes |  | comparator |" in gated
     floor = folder("floor", {**counts, "F1": (7, 6), "F2a": (5, 7), "F6": (6, 4)}, {})  # 6 of 10 before binds
     assert run(floor, "--against").split() == [names[r] for r in ("F1", "F6", "D0")]
 
@@ -1690,6 +1749,7 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     data["runs"] = [r for r in data["runs"] if r["method"] != names["D2"]]
     (few / "results.json").write_text(json.dumps(data))
     assert f"| D2 | {names['D2']} | 0 of 10 | 0 / 0 | no | 0 / 0 | fails its gate |" in run(few)
+    assert run(few, "--judged").split() == [names["D1"], names["E1"]]  # analyze refuses an arm without runs
     data = json.loads((tmp_path / "fragile" / "results.json").read_text())
     data["runs"].append({**data["runs"][0], "seed": 551})
     (tmp_path / "fragile" / "results.json").write_text(json.dumps(data))
@@ -1698,6 +1758,38 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     (tmp_path / "fragile" / "results.json").write_text(json.dumps(data))
     assert "more than 10 finished runs" in run(tmp_path / "fragile", code=1)
     assert "not a decision line" in forked.run([script, "--flags", "| a table row |"], tmp_path).stderr
+
+    # the plan's own analysis commands (the first, and the loop's against F2a) make settings that verdict.py accepts,
+    # and each setting the plan fixes is checked (SETTINGS is not read back from itself)
+    plan = (script.parent / "PLAN.md").read_text()
+    block = plan.split("## Commands")[1].split("```bash")[1].split("```")[0].replace("\\\n", " ")
+    fill = {
+        "R": "docs/results/skills-band-8x8",
+        "A": names["F2a"],
+        "JUDGED": " ".join(verdict.interest(way)),
+        "WAY": way,
+    }
+    commands = [
+        re.sub(r"\$(\w+)", lambda m: fill[m[1]], line.split("#")[0].strip())
+        for line in block.splitlines()
+        if line.strip().startswith("python -m common.analyze")
+    ]
+    first = next(c for c in commands if c.endswith("--out docs/results/skills-band-8x8"))
+    loop = next(c for c in commands if c.endswith(f"--out docs/results/skills-band-8x8/against-{names['F2a']}"))
+    others = {"span": 30, "changed_threshold": 2.0, "reps": 2000, "task_window": 200_000, "relative": 0.5,
+              "drop_unsuccessful": True, "methods": ["x"], "frontier_loss": "eval", "robust_factors": [1.0],
+              "robust_spans": [10], "robust_window": 100_000, "seed": 1}  # fmt: skip
+    for command, baseline, comparisons in ((first, names["F1"], 1), (loop, names["F2a"], 2)):
+        args = analyze.parse_args(shlex.split(command)[3:])
+        settings = {
+            k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k not in ("folders", "out")
+        }
+        settings["folders"] = [str(f) for f in args.folders]
+        wanted = {**verdict.SETTINGS, "baseline": baseline, "comparisons": comparisons}
+        verdict.check_settings(Path("x"), settings, wanted)
+        for key, other in others.items():
+            with pytest.raises(ValueError):
+                verdict.check_settings(Path("x"), {**settings, key: other}, wanted)
 
 
 def _fm_verdict():

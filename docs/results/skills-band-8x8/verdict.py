@@ -59,6 +59,10 @@ SETTINGS = {  # what every analysis of the plan's commands was made with (`setti
     "drop_unsuccessful": False,
     "methods": None,
     "frontier_loss": "changed",
+    "robust_factors": [0.5, 1.0, 2.0],  # the readings the fragile rule reads: analyze's defaults
+    "robust_spans": [5, 10, 30],
+    "robust_window": 200_000,
+    "seed": 0,
 }
 OUTCOMES = {
     1: "a win against more than F1: {x} re-learns the changed views faster than every non-interest arm that does the "
