@@ -145,22 +145,37 @@ def test_the_continuous_policies_give_the_mean_without_noise_and_mean_plus_std_n
     torch.testing.assert_close(policy(x, torch.randn(1, 2), torch.zeros(1, 0)), sampled)
 
 
-def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path, monkeypatch):
+def test_the_evaluation_env_opens_to_the_runs_last_colour_or_the_one_asked():
+    """A ColorDoorKey run is evaluated in the world its policy last trained in (the saved meta's correct colour, the
+    last phase's), or in the one --key-color names."""
+    from common.evaluate import make_eval_env
+
+    meta = dict(env="ColorDoorKey-6x6", observation="one_hot_view", correct_key_color="blue")
+    for key_color, expected in ((None, "blue"), ("red", "red")):
+        env = make_eval_env(meta, key_color, render=False)
+        env.reset(seed=0)
+        assert env.unwrapped.correct_key_color == expected
+        env.close()
+
+
+@pytest.mark.parametrize("env_name", ["MiniGrid-Empty-5x5-v0", "ColorDoorKey-6x6"])
+def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path, monkeypatch, env_name):
     """A short ppo.py run saved with --save-model; evaluate (deterministic) against a loop
     written here with the agent loaded from agent.pt: the same returns and lengths, and at every step the exported
     policy got the loop's observation and gave its action (this barely trained agent never reaches the goal, so
-    returns and lengths alone would not tell a policy fed the wrong observation)."""
+    returns and lengths alone would not tell a policy fed the wrong observation). On ColorDoorKey each episode's
+    layout is its seed's (seed + episode); the door's colour is not read here (the agent never reaches it)."""
     import gymnasium as gym
 
     from algos.ppo import Agent
-    from envs import OneHotFlatObs
+    from envs import OneHotFlatObs, resolve_env_id, view_columns
 
     cmd = [
         str(ROOT / "algos/ppo.py"),
         "--runs-dir",
         str(tmp_path / "runs"),
         "--env",
-        "MiniGrid-Empty-5x5-v0",
+        env_name,
         "--num-envs",
         "2",
         "--num-steps",
@@ -193,26 +208,34 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path, monkeypatc
 
     monkeypatch.setattr(torch.export, "load", lambda path: Recorded(load(path)))
     result = evaluate(run_dir, episodes=3, deterministic=True, seed=5)
-    agent = Agent(980, 7)
+    env_id = resolve_env_id(env_name)
+    agent = Agent(980, 7, columns=view_columns(env_id))
     agent.load_state_dict(torch.load(run_dir / "agent.pt"))
-    env = OneHotFlatObs(gym.make("MiniGrid-Empty-5x5-v0"))
-    step = 0
+    env = OneHotFlatObs(gym.make(env_id))
+    if env_name.startswith("ColorDoorKey"):
+        env.unwrapped.set_correct_key_color("blue")
+    step, first_views = 0, []
     for episode in range(3):
         obs, _ = env.reset(seed=5 + episode)
+        first_views.append(obs)
         total, length, done = 0.0, 0, False
         while not done:
             x = torch.as_tensor(obs)[None]
-            action = agent.actor(x).argmax(-1).item()
+            kept = x if agent.columns is None else x[:, agent.columns]  # the view's columns the first layer reads
+            action = agent.actor(kept).argmax(-1).item()
             assert torch.equal(fed[step][0], x) and fed[step][1].item() == action, step
             obs, reward, terminated, truncated, _ = env.step(action)
             total, length, done, step = total + float(reward), length + 1, terminated or truncated, step + 1
         assert (result["returns"][episode], result["lengths"][episode]) == (pytest.approx(total), length)
     assert step == len(fed)
+    if env_name.startswith("ColorDoorKey"):  # the layouts differ, so a wrong episode seed shows
+        assert len(np.unique(np.array(first_views), axis=0)) == 3
+        return
 
     cli = forked.run(["-m", "common.evaluate", run_dir, "--episodes", "2", "--json", tmp_path / "e.json"], ROOT)
     assert cli.returncode == 0 and "2 episodes, return" in cli.stdout, cli.stderr
     assert len(json.loads((tmp_path / "e.json").read_text())["returns"]) == 2
-    other = forked.run(["-m", "common.evaluate", run_dir, "--key-color", "blue"], ROOT)
+    other = forked.run(["-m", "common.evaluate", run_dir, "--key-color", "blue"], ROOT)  # not a ColorDoorKey run
     assert other.returncode == 1 and other.stderr.strip() == "error: --key-color needs a ColorDoorKey run"
 
 
