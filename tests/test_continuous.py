@@ -434,7 +434,6 @@ def test_sac_holds_out_transitions_apart_from_the_random_actions_that_made_them(
         assert 0.1 < held_out[band].mean() < 0.3
 
 
-@pytest.mark.slow
 def test_sac_buffer_in_a_checkpoint_draws_its_noise_on_as_the_buffer_that_was_not_saved(tmp_path):
     """The noise interest reads each row's draw from the buffer's own generator, which the checkpoint keeps inside
     the buffer (a loop value): the reloaded buffer's next draws are the uninterrupted buffer's, not a fresh one's.
@@ -451,6 +450,7 @@ def test_sac_buffer_in_a_checkpoint_draws_its_noise_on_as_the_buffer_that_was_no
     assert not np.array_equal(fresh.noise[:4], buffer.noise[3:7])  # a fresh generator would repeat the first draws
 
 
+@pytest.mark.slow
 def test_sac_logs_how_much_of_the_interest_falls_on_an_earlier_worlds_transitions(tmp_path):
     """On PendulumMotorChange-v1 with a change after step 1,000 the new motor acts from step 1,201 (the reset after
     the 200-step episode under way): at step 2,000 the batch's rows of the earlier world are about 1,200 / 2,000 of

@@ -230,6 +230,7 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path, monkeypatc
     assert step == len(fed)
     if env_name.startswith("ColorDoorKey"):  # the layouts differ, so a wrong episode seed shows
         assert len(np.unique(np.array(first_views), axis=0)) == 3
+        assert json.loads((run_dir / "policy.json").read_text())["correct_key_color"] == "blue"  # its last phase's
         return
 
     cli = forked.run(["-m", "common.evaluate", run_dir, "--episodes", "2", "--json", tmp_path / "e.json"], ROOT)

@@ -626,9 +626,8 @@ def test_the_continuous_studys_commands_parse_and_name_its_arms():
 
 def test_the_continuous_studys_third_amendment_reads_i1_against_f3_with_amendment_1s_settings():
     """Amendment 3's commands: the task bar on each half's first analysis with F1's label, and a third analysis of
-    each series with F3 as the baseline, F3 and I1 alone, at Amendment 1's span, windows, readings and resamples."""
-    import shlex
-
+    each series with F3 as the baseline, F3 and I1 alone, at Amendment 1's thresholds, span, windows, readings and
+    resamples."""
     _, block = amendment(ROOT / "docs/results/continuous-interest/PLAN.md", "## Amendment 3")
     values = {"R": "docs/results/continuous-interest", "P": "ppo_continuous_poi_ensemble", "A": "sac_forward_model"}
     values |= dict.fromkeys(("TP", "TS"), "--train-threshold 1 --eval-threshold 1 --changed-threshold 1")
@@ -651,6 +650,7 @@ def test_the_continuous_studys_third_amendment_reads_i1_against_f3_with_amendmen
         assert Path(args.out) == Path(values["R"]) / f"{algo}-against-noise"
         assert (args.span, args.reps, (args.task_window, args.robust_window)) == (10, 5000, windows[algo])
         assert (args.robust_factors, args.robust_spans) == ([0.75, 1.0, 1.33], [5, 10, 20])
+        assert (args.train_threshold, args.eval_threshold, args.changed_threshold) == (1.0, 1.0, 1.0)  # $TP / $TS
 
 
 def test_the_mujoco_comparison_scores_runs_as_rlops_and_applies_the_bound_by_hand(tmp_path):

@@ -150,6 +150,7 @@ def test_after_a_change_the_skill_distribution_moves_to_the_skill_whose_states_c
     after, poi_after = distribution()
     assert (before - 0.25).abs().max() < 0.1  # nothing stood out before the change
     assert after.argmax() == 2 and after[2] > 0.44 and (poi_after / poi_before).argmax() == 2
+    assert (after[[0, 1, 3]] < 0.19).all()
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
