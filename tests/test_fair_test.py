@@ -1269,7 +1269,7 @@ def test_the_follow_up_verdict_applies_the_plan_s_gates_and_outcomes(tmp_path):
             point = (low + high) / 2
             readings = {"threshold x1, span 10": {"iqm": point, "low": low, "high": high}, "span 30": {"iqm": 0.9}}
             if a in fragile:
-                readings["span 30"]["iqm"] = 1.1
+                readings["span 30"]["iqm"] = 1.0  # "not below 1": fragile at 1 itself
             row = {"env": "E", "phase": 1, "method": verdict.I3, "readings": readings, "corrected": [low, high]}
             (out / f"against-{a}").mkdir()
             (out / f"against-{a}" / "results.json").write_text(json.dumps({"robustness": [row]}))
@@ -1509,15 +1509,18 @@ def test_the_diayn_probe_choice_passes_qualifies_and_decides_as_its_plan_says():
     counts."""
     choose = load_script("choose", FIRST_PROBE_RULE)
 
-    def run(returns, accuracies, largest=0.125):
+    steps = range(0, 400_000, 2048)
+
+    def run(returns, accuracies, largest=0.125, skill_returns=None, episodes=None):
+        """skill_returns, episodes: each logged point's return in the envs with skills and its episodes (default:
+        the phase's return, 3 episodes)."""
         phases = [
             {"start": 0, "length": 200_000, "return_window": returns[0]},
             {"start": 200_000, "length": 200_000, "return_window": returns[1]},
         ]
-        steps = range(0, 400_000, 2048)
         scalars = {
-            "diayn/skill_env_return": [(s, returns[s >= 200_000]) for s in steps],
-            "diayn/skill_env_episodes": [(s, 3) for s in steps],
+            "diayn/skill_env_return": skill_returns or [(s, returns[s >= 200_000]) for s in steps],
+            "diayn/skill_env_episodes": episodes or [(s, 3) for s in steps],
             "diayn/disc_accuracy_fresh": [(s, accuracies[s >= 200_000]) for s in steps],
             **{f"skills/prob_{k}": [(s, largest if k == 0 else (1 - largest) / 7) for s in steps] for k in range(8)},
         }
@@ -1530,6 +1533,14 @@ def test_the_diayn_probe_choice_passes_qualifies_and_decides_as_its_plan_says():
     assert not run((0.5, 0.9), (0.5, 0.5))["qualifies"]  # the first phase not solved
     assert not run((0.9, 0.9), (0.5, 0.2))["qualifies"]  # the skills at chance after the change
     assert not run((0.9, 0.9), (0.3, 0.3), largest=0.25)["passes"]  # accuracy within 0.1 of the largest probability
+    assert not run((0.9, 0.9), (0.24, 0.24), largest=0.1)["passes"]  # 0.1 above the largest, but below 0.25
+    # the task in the envs with skills: 0.5 there while every env's return is 0.9 does not solve the phase
+    assert not run((0.9, 0.9), (0.5, 0.5), skill_returns=[(s, 0.5) for s in steps])["qualifies"]
+    # weighted by episodes: points alternate 1.0 (1 episode) and 0.7 (3): 0.775 by episodes, 0.85 by points
+    alternating = [(s, 1.0 if i % 2 else 0.7) for i, s in enumerate(steps)]
+    weights = [(s, 1 if i % 2 else 3) for i, s in enumerate(steps)]
+    assert not run((0.9, 0.9), (0.5, 0.5), skill_returns=alternating, episodes=weights)["qualifies"]
+    assert run((0.9, 0.9), (0.5, 0.5), skill_returns=alternating)["qualifies"]  # 3 episodes each: 0.85
 
     ways = choose.WAYS  # ranks: (passing runs, runs solving both phases, median accuracy); passing runs qualify
     ranks, qualifying = {w: (0, 0, 0.1) for w in ways}, {w: 0 for w in ways}

@@ -21,7 +21,7 @@ from common.heldout import heldout_losses, heldout_set, heldout_tensors, random_
 
 ENV_ID, COLORS = "ColorDoorKey-6x6-v0", ["red", "blue"]
 ROLLOUTS_BEFORE, ROLLOUTS_AFTER = 100, 60  # rollouts of 16 worlds x 128 steps, as ppo.py's
-UPDATES_BOUND = 480  # of batch 256: 60 rollouts' worth
+UPDATES_BOUND = 320  # of batch 256: 40 rollouts' worth, of the 480 updates the 60 rollouts after the change give
 
 
 def as_model_data(data, target):
