@@ -2021,8 +2021,8 @@ def test_the_forward_model_verdict_reads_real_analyses(tmp_path):
 
 def test_the_follow_up_readings_are_the_analysis_s_own_bootstrap():
     """readings.py's 95% CIs of I3 against each comparator are those of the committed analyses' robustness tables (the
-    same runs, common.analyze's code path); its 98.75% CIs are wider; leaving a seed out and the halves use 9 and 5
-    runs."""
+    same runs, common.analyze's code path); its 98.75% CIs are wider; leaving a seed out uses the other 9 runs, and
+    the halves 5 runs each (one comparator's worked here from results.json)."""
     folder = ROOT / "docs/results/fair-test-8x8-entropy"
     result = forked.run([folder / "readings.py", folder], ROOT)
     assert result.returncode == 0, result.stderr
@@ -2043,3 +2043,20 @@ def test_the_follow_up_readings_are_the_analysis_s_own_bootstrap():
         assert corrected_low < low and corrected_high > high
     assert sum(line.startswith("    without seed ") for line in lines) == 40
     assert lines[-1].startswith("arms of 40 runs drawn from I3's and F2's: the upper end below 1 in ")
+    # against PPO at 0.03, by hand from results.json: seed 215 left out (9 runs an arm), the halves 211-215 and
+    # 216-220 (5 runs, IQMs by scipy), the seeds on which I3 is the faster
+    from scipy.stats import trim_mean
+
+    runs = json.loads((folder / "results.json").read_text())["runs"]
+    steps = {(r["method"], r["seed"]): r["phases"][1]["changed_adaptation"] for r in runs}
+    i3, f2 = "ppo_poi_progress-interest-error", "ppo-ent-coef-0.03"
+    first = next(i for i, line in enumerate(lines) if f"({f2}):" in line)
+    kept = [s for s in range(211, 221) if s != 215]
+    point, low, high = frontier.versus(*(np.array([steps[m, s] for s in kept], float) for m in (i3, f2)), seed=0)
+    assert lines[first + 5] == f"    without seed 215: {point:.3f} [{low:.3f}, {high:.3f}]"
+    halves = [
+        trim_mean([steps[i3, s] for s in half], 0.25) / trim_mean([steps[f2, s] for s in half], 0.25)
+        for half in (range(211, 216), range(216, 221))
+    ]
+    faster = sum(steps[i3, s] < steps[f2, s] for s in range(211, 221))
+    assert lines[first + 11].startswith(f"    halves {halves[0]:.2f} / {halves[1]:.2f}; I3 faster on {faster} seeds")
