@@ -2019,6 +2019,20 @@ def test_the_forward_model_verdict_reads_real_analyses(tmp_path):
     assert "I1 and I2 judged (amendment 1)" in report and "I1 `" in report and "No win" in report
 
 
+def test_the_band_checks_success_count_is_the_episodes_that_reached_the_goal():
+    """successes.py on hand-made bins (step limit 100): one bin with two episodes at the goal (lengths 10 and 30,
+    returns 1 - 0.9 L / 100) and one at the limit, the next bin one at the limit; a bin counts in the phase its first
+    step lies in; a bin with episodes and no length is refused."""
+    script = load_script("successes", ROOT / "docs/results/band-9x9-ppo/successes.py")
+    episodes = {"bin": 2000, "count": [3, 1], "return": [0.91 + 0.73 + 0.0, 0.0], "length": [10 + 30 + 100, 100]}
+    count, reached = script.successes(episodes, 100, 0, 2000)
+    assert (count, round(reached, 9)) == (3, 2.0)
+    count, reached = script.successes(episodes, 100, 1, 4000)  # the first bin starts before the phase
+    assert (count, round(reached, 9)) == (1, 0.0)
+    with pytest.raises(ValueError, match="no length"):
+        script.successes({**episodes, "length": [float("nan"), 100]}, 100, 0, 4000)
+
+
 def test_the_follow_up_readings_are_the_analysis_s_own_bootstrap():
     """readings.py's 95% CIs of I3 against each comparator are those of the committed analyses' robustness tables (the
     same runs, common.analyze's code path); its 98.75% CIs are wider; leaving a seed out uses the other 9 runs, and
