@@ -26,6 +26,14 @@ def test_readme_is_short_and_its_links_resolve():
     assert len(local) >= 10  # the file table links every page
     missing = [t for t in local if not (ROOT / t).exists()]
     assert not missing
+    # an anchor into a page names one of its headings, as the site's slugs make them (lower case, no punctuation,
+    # hyphens for spaces); the site's own links are checked by mkdocs --strict, the README is not in the site
+    anchored = [t.split("#") for t in targets if "#" in t and not re.match(r"[a-z]+://", t)]
+    assert anchored
+    for page, anchor in anchored:
+        headings = re.findall(r"^#+\s+(.*)$", (ROOT / page).read_text(), flags=re.M)
+        slugs = [re.sub(r"\s+", "-", re.sub(r"[^\w\s-]", "", h.strip().lower())) for h in headings]
+        assert anchor in slugs, f"{page}#{anchor}"
 
 
 def test_every_algorithm_page_is_in_the_site_nav():
