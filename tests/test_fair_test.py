@@ -2033,6 +2033,29 @@ def test_the_band_checks_success_count_is_the_episodes_that_reached_the_goal():
         script.successes({**episodes, "length": [float("nan"), 100]}, 100, 0, 4000)
 
 
+def test_the_random_policys_first_episodes_are_those_of_minigrid_replayed_alone(monkeypatch):
+    """random_success.py's first episodes, 64 layouts of ColorDoorKey-6x6 at seed 1 (3 reach the goal): each world
+    replayed alone in MiniGrid (seeded seed x layouts + its index, its column of the script's draws) until its first
+    episode ends gives the same return and length."""
+    from envs import resolve_env_id
+
+    script = load_script("random_success", ROOT / "docs/results/band-9x9-ppo/random_success.py")
+    monkeypatch.setattr(script, "LAYOUTS", 64)
+    returns, lengths = script.first_episodes("ColorDoorKey-6x6", 1)
+    assert (returns > 0).sum() == 3  # a few successes, so that a wrong layout or step shows
+    rng, draws = np.random.default_rng(1), []
+    while len(draws) < lengths.max():
+        draws.append(rng.integers(7, size=64))
+    for i in range(64):
+        env = OneHotFlatObs(gym.make(resolve_env_id("ColorDoorKey-6x6")))
+        env.reset(seed=64 + i)
+        for step, actions in enumerate(draws, start=1):
+            _, reward, terminated, truncated, _ = env.step(int(actions[i]))
+            if terminated or truncated:
+                break
+        assert (returns[i], lengths[i]) == (pytest.approx(reward), step), i
+
+
 def test_the_follow_up_readings_are_the_analysis_s_own_bootstrap():
     """readings.py's 95% CIs of I3 against each comparator are those of the committed analyses' robustness tables (the
     same runs, common.analyze's code path); its 98.75% CIs are wider; leaving a seed out uses the other 9 runs, and
