@@ -565,7 +565,6 @@ def test_the_continuous_studys_commands_parse_and_name_its_arms():
     commit's names and flags; the worktree at the last amendment's commit): every sweep and analysis parses with its
     tool's flags, each arm's own flags are fields of its file's Args, and the baseline, frontier and judged arms are
     the sweep's labels of F1, F2, F3 and I1."""
-    import shlex
 
     from common import sweep
 
@@ -696,7 +695,6 @@ def test_the_mujoco_comparison_scores_runs_as_rlops_and_applies_the_bound_by_han
 
 
 def test_the_mujoco_plans_compare_the_runs_their_sweeps_label(tmp_path):
-    import shlex
 
     from common import sweep
 
