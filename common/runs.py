@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import io
 import json
 import math
 import os
@@ -203,13 +204,43 @@ def parse_args(args_class, ranges: dict[str, str], fill_in_defaults, argv: list[
     """The run's flags and, with --resume, its checkpoint (whose flags replace the command line's):
     checked against `ranges` and filled in (`common.checks.check_and_fill`). A bad value or a
     checkpoint that cannot be read: one line and exit 1, before anything is written."""
-    args = tyro.cli(args_class, args=argv)
     try:
+        args = parse_flags(args_class, argv)
         checkpoint = read_checkpoint(args) if args.resume else None
         args = check_run_args(checkpoint["args"] if checkpoint else args, ranges, fill_in_defaults)
     except ValueError as error:
         sys.exit(f"error: {error}")
     return args, checkpoint
+
+
+def parse_flags(args_class, argv: list[str] | None = None):
+    """Tyro's parse of `argv` (the command line's flags when None) into `args_class`; flags that do not parse:
+    ValueError, one line (`unframed`: what tyro would print in a frame). --help prints and exits as tyro's does."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):  # tyro prints its errors there (its help: on stdout)
+            args = tyro.cli(args_class, args=argv)
+    except SystemExit as stop:
+        if not stop.code:  # --help
+            raise
+        raise ValueError(unframed(said.getvalue())) from None
+    sys.stderr.write(said.getvalue())  # anything else tyro had to say
+    return args
+
+
+def unframed(message: str) -> str:
+    """Tyro's framed error as one line: its parts (between the frame's rules) joined by "; ", without its title and
+    its pointer to --help."""
+    parts, part = [], []
+    for line in [line.strip(" │╭╮╰╯") for line in message.splitlines()][1:]:  # the first: the frame's title
+        if line.startswith("For full helptext"):
+            break
+        if line and set(line) <= set("-─"):  # a rule between parts
+            parts, part = parts + [" ".join(part)], []
+        elif line:
+            part.append(" ".join(line.split()))
+    kept = [text for text in parts + [" ".join(part)] if text]
+    return "; ".join(kept) or " ".join(message.split())
 
 
 def check_run_args(args, ranges: dict[str, str], fill_in_defaults):

@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from common.checkpoint import CHECKPOINT
-from common.runs import COMPLETION_MARKER, Terminated, check_run_args, lock_folder
+from common.runs import COMPLETION_MARKER, Terminated, check_run_args, lock_folder, parse_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG_TAIL_LINES = 20
@@ -111,33 +111,12 @@ def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[s
 
 def check_command(algo: str, argv: list[str]) -> None:
     """The flags `argv` of `algos/<algo>.py` of this checkout, checked in this process as a new run of it checks them
-    (`common.runs.check_run_args`, `parse_args` without --resume): ValueError, one line, for flags that do not parse
-    or that the file refuses. What the check would print (tyro's framed message, what --bf16 auto resolves to here)
-    stays off the console. For a tool that starts runs (a sweep, a benchmark), before it starts any."""
-    import tyro  # what the algorithm files parse their flags with (imported here only: a sweep may never need it)
-
+    (`common.runs.parse_flags`, then `check_run_args`: `parse_args` without --resume): ValueError, one line, for flags
+    that do not parse or that the file refuses. What the check would print (what --bf16 auto resolves to here) stays
+    off the console. For a tool that starts runs (a sweep, a benchmark), before it starts any."""
     module = importlib.import_module(f"algos.{algo}")
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-            check_run_args(tyro.cli(module.Args, args=argv), module.RANGES, module.fill_in_defaults)
-    except SystemExit:  # tyro's: the flags do not parse
-        raise ValueError(unframed(said.getvalue())) from None
-
-
-def unframed(message: str) -> str:
-    """Tyro's framed error as one line: its parts (between the frame's rules) joined by "; ", without its title and
-    its pointer to --help."""
-    parts, part = [], []
-    for line in [line.strip(" │╭╮╰╯") for line in message.splitlines()][1:]:  # the first: the frame's title
-        if line.startswith("For full helptext"):
-            break
-        if line and set(line) <= set("-─"):  # a rule between parts
-            parts, part = parts + [" ".join(part)], []
-        elif line:
-            part.append(" ".join(line.split()))
-    kept = [text for text in parts + [" ".join(part)] if text]
-    return "; ".join(kept) or " ".join(message.split())
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        check_run_args(parse_flags(module.Args, argv), module.RANGES, module.fill_in_defaults)
 
 
 def check_flags(runs: list[Run]) -> None:

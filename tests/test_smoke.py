@@ -209,10 +209,23 @@ def test_bad_input_fails_fast_with_one_line(tmp_path, flags, message):
     assert not (tmp_path / "runs").exists()  # nothing started
 
 
-def test_bad_flag_value_is_rejected_by_the_parser(tmp_path):
-    proc = run(tmp_path, "--model-target", "colour", check=False)
-    assert proc.returncode != 0 and "colour" in proc.stderr
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--model-target", "colour"], "invalid choice 'colour' for argument '--model-target'. Expected one of"),
+        (["--num-envs", "abc"], "Error parsing --num-envs: invalid literal for int() with base 10: 'abc'"),
+        (["--ent-coeff", "0.1"], "Unrecognized options: --ent-coeff, 0.1; Perhaps you meant: --ent-coef FLOAT"),
+    ],
+)
+def test_flags_that_do_not_parse_fail_with_one_line(tmp_path, flags, message):
+    """What tyro refuses (an unknown flag, a value of the wrong type, a choice not offered): its framed message as
+    one line, a non-zero exit, no run started; --help still prints whole."""
+    proc = run(tmp_path, *flags, check=False)
+    assert proc.returncode != 0 and proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr
+    assert proc.stderr.startswith("error: " + message), proc.stderr
     assert not (tmp_path / "runs").exists()
+    helped = run(tmp_path, "--help", check=False)
+    assert helped.returncode == 0 and "--ent-coef FLOAT" in helped.stdout and not helped.stderr
 
 
 POI_FILES = [
