@@ -1405,6 +1405,28 @@ def test_the_then_task_probe_applies_the_first_probe_s_rules_to_its_own_ways():
     assert np.isnan(beside.window_share(points, 40_000))
 
 
+@pytest.mark.parametrize(
+    "probe", ["diayn-ways-8x8", "diayn-termination-8x8", "diayn-then-task-8x8", "diayn-stronger-skills-8x8"]
+)
+def test_each_probe_s_page_quotes_what_its_scripts_print_from_the_committed_files(tmp_path, probe):
+    """The probes' pages re-make from the repository: every line `choose.py` and `beside.py` print (the runs' table,
+    the counts, the decision; the readings beside it) stands verbatim on the probe's page, and the skill study's chain
+    reads its way from the last probe's decision line (`verdict.py --flags` gives the flags its plan names)."""
+    folder = ROOT / "docs/results" / probe
+    page = (folder / "README.md").read_text()
+    scripts = ["choose.py", "beside.py"] + (["diagnosis.py"] if probe == "diayn-ways-8x8" else [])
+    for script in scripts:
+        printed = forked.run([folder / script], tmp_path)
+        assert printed.returncode == 0, printed.stderr
+        lines = [line for line in printed.stdout.splitlines() if line.strip()]
+        assert len(lines) >= 3 and [line for line in lines if line not in page] == [], script
+    decision = forked.run([folder / "choose.py"], tmp_path).stdout.splitlines()[-1]
+    assert decision.startswith("chosen: ")
+    if probe == "diayn-stronger-skills-8x8":
+        flags = forked.run([ROOT / "docs/results/skills-band-8x8/verdict.py", "--flags", decision], tmp_path)
+        assert (flags.returncode, flags.stdout.strip()) == (0, "--skill-then-task --diayn-coef 2"), flags.stderr
+
+
 def test_the_stronger_skills_probe_applies_the_first_probe_s_rules_to_the_labels_its_sweep_gives(tmp_path):
     """The stronger-skills probe's choose.py: its ways are the labels its plan's sweep command gives, its seeds the
     plan's, the rule the hash-pinned first probe's but for its last tie-break (the fresh accuracy: ties after the counts
@@ -1956,6 +1978,12 @@ def test_the_forward_model_verdict_applies_the_plan_s_wins_void_readings_and_fra
           change=("results.json", lambda c: c["runs"][0]["phases"].pop()))  # fmt: skip
     fails("no 1.5T", "threshold-1.5T/results.json: run the plan's command",
           change=("threshold-1.5T/results.json", None))  # fmt: skip
+
+
+def test_the_forward_model_verdict_committed_is_what_verdict_py_prints_from_the_committed_analyses(tmp_path):
+    folder = ROOT / "docs/results/fm-fair-6x6"
+    printed = forked.run([folder / "verdict.py", folder], tmp_path)
+    assert printed.returncode == 0 and printed.stdout == (folder / "verdict.md").read_text(), printed.stderr
 
 
 def test_the_forward_model_verdict_s_detectable_ratio_is_the_plan_s_computation():
