@@ -115,8 +115,11 @@ def check_command(algo: str, argv: list[str]) -> None:
     that do not parse or that the file refuses. What the check would print (what --bf16 auto resolves to here) stays
     off the console. For a tool that starts runs (a sweep, a benchmark), before it starts any."""
     module = importlib.import_module(f"algos.{algo}")
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        check_run_args(parse_flags(module.Args, argv), module.RANGES, module.fill_in_defaults)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            check_run_args(parse_flags(module.Args, argv), module.RANGES, module.fill_in_defaults)
+    except SystemExit:  # tyro's --help (-h): it asks for the file's flags, not for a run
+        raise ValueError("--help lists the file's flags; it is no run's flag") from None
 
 
 def check_flags(runs: list[Run]) -> None:
