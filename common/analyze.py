@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common.console import OneLineParser
 from common.frontier import against_frontier, versus
 from common.learning_summary import phase_starts, steps_to_return
 from common.runs import COMPLETION_MARKER, RUN_NAME
@@ -924,7 +925,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
         pass
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=Formatter)
+    parser = OneLineParser(description=__doc__, formatter_class=Formatter)
     parser.add_argument("folders", nargs="+", type=Path, help="sweep folders or folders of run folders")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: <first folder>/analysis)")
     parser.add_argument("--span", type=int, default=30, help="span of the exponential moving average")

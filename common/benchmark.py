@@ -31,6 +31,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
+from common.console import OneLineParser
 from common.heldout import random_policy_transitions
 from common.sweep import check_command
 from common.tb import read_scalars
@@ -356,7 +357,7 @@ def poi_table(algos: list[str], env_id: str, num_steps: int, rounds: int) -> Non
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--algos", nargs="*", default=["ppo"], help="algorithm files (names under algos/); none: raw env only"
     )

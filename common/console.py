@@ -4,6 +4,7 @@ errors of bad input."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -25,3 +26,11 @@ def first_line(error: BaseException) -> str:
     """What an error says, cut to its first sentence of its first line (its type's name if it says nothing)."""
     text = str(error).strip()
     return text.splitlines()[0].split(". ")[0] if text else type(error).__name__
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors (a missing or unknown argument, a value of the wrong type) are one line,
+    `error: <what argparse says> (<prog> --help lists the arguments)`, and exit code 2, as argparse's own."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} ({self.prog} --help lists the arguments)\n")

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from common.console import first_line
+from common.console import OneLineParser, first_line
 
 POLICY, POLICY_META = "policy.pt2", "policy.json"
 
@@ -179,7 +179,7 @@ def next_condition(meta: dict, condition: torch.Tensor, age: int, generator: tor
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", help="a run folder written with --save-model")
     parser.add_argument("--episodes", type=int, default=10, help="episodes to run (default: %(default)s)")
     parser.add_argument(

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from minigrid.core.constants import OBJECT_TO_IDX, STATE_TO_IDX
 
+from common.console import OneLineParser
 from common.learning_summary import phase_starts
 from envs.views import CHANNEL_OFFSETS, NUM_CHANNELS
 
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     from common.analyze import find_runs
     from common.tb import read_scalars
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=Path, help="run folders, sweep folders, or series files")
     parser.add_argument("--out", type=Path, required=True, help="the figure (.png)")
     parser.add_argument(

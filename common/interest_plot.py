@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from common.analyze import find_runs
+from common.console import OneLineParser
 from common.learning_summary import phase_starts
 from common.tb import read_scalars
 
@@ -51,7 +52,7 @@ def relative_curves(scalars: dict, grid: np.ndarray, before: int) -> dict[str, n
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=Path, help="sweep folders or folders of run folders")
     parser.add_argument(
         "--out", type=Path, required=True, help="the figure (.png); the medians go to the same name .json"

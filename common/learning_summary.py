@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common.console import OneLineParser
 from common.tb import read_scalars
 
 
@@ -95,7 +96,7 @@ def summarize(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dirs", nargs="+", type=Path)
     parser.add_argument("--threshold", type=float, default=0.9)
     parser.add_argument("--window", type=int, default=100, help="episodes in the moving mean of the return")

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from common.analyze import interval_estimates
+from common.console import OneLineParser
 from common.frontier import iqm, resampled_iqms
 
 
@@ -186,7 +187,7 @@ def markdown(rows: list[dict], side: list[dict], current: str, change: str, null
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", type=Path, help="a common.analyze results.json")
     parser.add_argument("--current", required=True, help="the current code's method (the analysis's --baseline)")
     parser.add_argument("--change", required=True, help="the change's method, on the current code's seeds")

@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from common.benchmark import export_revision
+from common.console import OneLineParser
 from common.tb import read_scalars
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +76,7 @@ def gives_budget(flags: str) -> bool:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", required=True, help="the git revision to compare this checkout with")
     parser.add_argument("--algos", nargs="+", required=True, help="algorithm files with their own flags, or `all`")
     parser.add_argument(

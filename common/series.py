@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.console import first_line
+from common.console import OneLineParser, first_line
 from common.interest_by_action import WINDOW, phase_means
 from common.learning_summary import phase_starts, steps_to_return
 
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     from common.analyze import find_runs
     from common.tb import read_scalars
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=Path, help="sweep folders, folders of run folders, or series files")
     parser.add_argument("--out", type=Path, required=True, help="the series file to write (.jsonl.gz)")
     args = parser.parse_args(argv)

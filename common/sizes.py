@@ -14,6 +14,8 @@ import argparse
 import difflib
 from pathlib import Path
 
+from common.console import OneLineParser
+
 ALGOS = Path(__file__).resolve().parents[1] / "algos"
 BASE = "ppo"
 CONTINUOUS = ("ppo_continuous_poi_ensemble", "sac_forward_model")
@@ -56,7 +58,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.parse_args(argv)
     print(markdown(size_rows()))
 

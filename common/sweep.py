@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from common.checkpoint import CHECKPOINT
+from common.console import OneLineParser
 from common.runs import COMPLETION_MARKER, Terminated, check_run_args, lock_folder, parse_flags
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -368,7 +369,7 @@ def run_ray(
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algos", nargs="+", required=True, help="algorithm files, each optionally with its own args")
     parser.add_argument("--envs", nargs="+", default=["ColorDoorKey"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])

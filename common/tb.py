@@ -129,10 +129,11 @@ def mean_image(run_dir: str | Path, tag: str, start: int, end: int):
 
 
 if __name__ == "__main__":
-    import argparse
     import sys
 
-    parser = argparse.ArgumentParser(
+    from common.console import OneLineParser
+
+    parser = OneLineParser(
         description="Write a run's last image of a tag, or the mean of its images over steps, to a PNG file."
     )
     parser.add_argument("run_dir")

@@ -351,3 +351,26 @@ def test_same_scalars_finds_a_checkout_the_same_as_its_own_head_and_refuses_an_u
     assert same.returncode == 0 and "1 of 1 the same as HEAD" in same.stdout, same.stdout + same.stderr
     bad = subprocess.run([*command, "nope"], capture_output=True, text=True, cwd=root)
     assert bad.returncode == 2 and bad.stderr.startswith("error: --against nope is not a revision")
+
+
+TOOLS = "analyze benchmark evaluate interest_by_action interest_plot learning_summary null_arm same_scalars series sizes sweep tb"
+
+
+def test_every_tool_with_a_command_line_is_in_the_one_line_check():
+    parsers = {path.stem for path in (ROOT / "common").glob("*.py") if "Parser(" in path.read_text()}
+    assert parsers - {"console"} == set(TOOLS.split())
+    assert not [path for path in (ROOT / "common").glob("*.py") if "argparse.ArgumentParser(" in path.read_text()]
+
+
+@pytest.mark.parametrize("tool", TOOLS.split())
+def test_every_tool_s_usage_error_is_one_line(tmp_path, tool):
+    """A usage error (here an unknown flag, or first the arguments a tool requires) gets argparse's message as one
+    line with a pointer to the tool's --help, exit 2, before any work; --help still prints the whole usage."""
+    bad = forked.run(["-m", f"common.{tool}", "--nope"], ROOT)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and not bad.stdout, bad.stderr
+    said = (
+        "unrecognized arguments: --nope" if tool in ("benchmark", "sizes") else "the following arguments are required"
+    )
+    assert bad.stderr.startswith(f"error: {said}") and bad.stderr.endswith(f" ({tool}.py --help lists the arguments)\n")
+    helped = forked.run(["-m", f"common.{tool}", "--help"], ROOT)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: ") and not helped.stderr
