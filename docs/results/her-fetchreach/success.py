@@ -20,8 +20,8 @@ SUCCESS, WINDOW, REACHED = "charts/episodic_success", 2000, 0.9
 
 
 def window_rates(points: list[tuple[int, float]], total_steps: int, window: int = WINDOW) -> list[float]:
-    """The mean of the episodes' successes logged in each window [i w, (i + 1) w) of (0, total_steps]; nan where none
-    ended (an episode ending at step s, 1-based, falls in window (s - 1) // w)."""
+    """The mean of the episodes' successes logged in each window (i w, (i + 1) w] of the global steps (1-based: an
+    episode ending at step s falls in window (s - 1) // w, one ending at 2,000 in the first); nan where none ended."""
     sums, counts = np.zeros(total_steps // window), np.zeros(total_steps // window)
     for step, value in points:
         sums[(step - 1) // window] += value
