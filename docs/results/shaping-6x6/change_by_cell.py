@@ -2,9 +2,9 @@
 
     python docs/results/shaping-6x6/change_by_cell.py ColorDoorKey-6x6
 
-A uniformly random policy in 256 layouts for 400 steps each (cut at 80 steps per episode, as the
-held-out sets are): per cell (x, y) the share of visits whose view has another key distance
-when the correct key is blue instead of red, and the mean squared difference of the two (what
+A uniformly random policy in 256 worlds for 400 steps each (each episode cut at 80 steps, as the held-out sets are,
+and the next begun in a new layout: about 1,280 layouts): per cell (x, y) the share of visits whose view has another
+key distance when the correct key is blue instead of red, and the mean squared difference of the two (what
 the model's error becomes there right after the change, had it learned red exactly). Prints
 markdown tables, rows y, columns x (cells never visited are left out), and the shares by row.
 """
