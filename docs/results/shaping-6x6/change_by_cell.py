@@ -52,8 +52,8 @@ def main(env_name: str) -> None:
     visited = visits > 0
     share = visits / visits.sum()
     print(
-        f"{env_name}: {LAYOUTS} layouts x {STEPS} random steps; changed share {changed.sum() / visits.sum():.3f}, "
-        f"mean squared change {squared.sum() / visits.sum():.1f}\n"
+        f"{env_name}: {LAYOUTS} worlds x {STEPS} random steps (episodes of 80); "
+        f"changed share {changed.sum() / visits.sum():.3f}, mean squared change {squared.sum() / visits.sum():.1f}\n"
     )
     print(table("share of visits", share, visited, ".3f"), end="\n\n")
     print(table("changed share", changed / np.maximum(visits, 1), visited, ".2f"), end="\n\n")
