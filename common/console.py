@@ -29,8 +29,10 @@ def first_line(error: BaseException) -> str:
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse's parser whose usage errors (a missing or unknown argument, a value of the wrong type) are one line,
-    `error: <what argparse says> (<prog> --help lists the arguments)`, and exit code 2, as argparse's own."""
+    """argparse's parser for the tools of `common/` (run as `python -m common.<tool>`), whose usage errors (a missing or
+    unknown argument, a value of the wrong type) are one line, `error: <what argparse says> (python -m common.<tool>
+    --help lists the arguments)`, and exit code 2, as argparse's own."""
 
     def error(self, message):
-        self.exit(2, f"error: {message} ({self.prog} --help lists the arguments)\n")
+        tool = os.path.splitext(self.prog)[0]
+        self.exit(2, f"error: {message} (python -m common.{tool} --help lists the arguments)\n")

@@ -229,9 +229,10 @@ def parse_flags(args_class, argv: list[str] | None = None):
 
 
 def unframed(message: str) -> str:
-    """Tyro's framed error as one line: its parts (between the frame's rules) joined by "; ", without its title and
-    its pointer to --help."""
+    """Tyro's framed error as one line: its parts (between the frame's rules) joined by "; ", without its title, its
+    colours (tyro colours the frame when stdout is a terminal), the flag's help text and its pointer to --help."""
     parts, part = [], []
+    message = re.sub(r"\x1b\[[0-9;]*m", "", message)
     for line in [line.strip(" │╭╮╰╯") for line in message.splitlines()][1:]:  # the first: the frame's title
         if line.startswith("For full helptext"):
             break
@@ -239,8 +240,8 @@ def unframed(message: str) -> str:
             parts, part = parts + [" ".join(part)], []
         elif line:
             part.append(" ".join(line.split()))
-    kept = [text for text in parts + [" ".join(part)] if text]
-    return "; ".join(kept) or " ".join(message.split())
+    kept = [text for text in parts + [" ".join(part)] if text and not text.startswith("Argument helptext:")]
+    return "; ".join(kept) or " ".join(message.split()) or "the flags do not parse (see --help)"
 
 
 def check_run_args(args, ranges: dict[str, str], fill_in_defaults):

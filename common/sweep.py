@@ -119,8 +119,8 @@ def check_command(algo: str, argv: list[str]) -> None:
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             check_run_args(parse_flags(module.Args, argv), module.RANGES, module.fill_in_defaults)
-    except SystemExit:  # tyro's --help (-h): it asks for the file's flags, not for a run
-        raise ValueError("--help lists the file's flags; it is no run's flag") from None
+    except SystemExit:  # tyro's --help (-h) or another request of tyro's for output: no run
+        raise ValueError("--help (or another of tyro's own flags) asks for output, not a run") from None
 
 
 def check_flags(runs: list[Run]) -> None:

@@ -228,6 +228,20 @@ def test_flags_that_do_not_parse_fail_with_one_line(tmp_path, flags, message):
     assert helped.returncode == 0 and "--ent-coef FLOAT" in helped.stdout and not helped.stderr
 
 
+def test_a_flag_that_does_not_parse_is_one_plain_line_where_tyro_colours_its_frame(monkeypatch):
+    """On a terminal tyro colours its frame (ANSI codes, here forced): the line keeps the words, without the codes,
+    the frame, the flag's help text or the pointer to --help."""
+    import tyro._fmtlib
+
+    from algos import ppo
+    from common.runs import parse_flags
+
+    monkeypatch.setattr(tyro._fmtlib, "_FORCE_ANSI", True)
+    with pytest.raises(ValueError) as error:
+        parse_flags(ppo.Args, ["--num-envs", "abc"])
+    assert str(error.value) == "Error parsing --num-envs: invalid literal for int() with base 10: 'abc'"
+
+
 POI_FILES = [
     "algos/ppo_poi_disagreement.py",
     "algos/ppo_poi_ensemble.py",

@@ -162,7 +162,11 @@ def test_sweep_plans_labels_and_rejects_bad_input(tmp_path):
         (["ppo"], ["ColorDoorKey-6x6", "ColorDoorKey-7x7"], "ColorDoorKey-7x7__ppo__1: unknown env 'ColorDoorKey-7x7'"),
         (["ppo"], ["Pendulum-v1"], "Pendulum-v1__ppo__1: unknown env 'Pendulum-v1'"),  # not one of this file's
         (["ppo", "ppo --num-envs 0"], ["ColorDoorKey-6x6"], "ColorDoorKey-6x6__ppo-num-envs-0__1: --num-envs must be"),
-        (["ppo --help"], ["ColorDoorKey-6x6"], "ColorDoorKey-6x6__ppo-help__1: --help lists the file's flags"),
+        (
+            ["ppo --help"],
+            ["ColorDoorKey-6x6"],
+            "ColorDoorKey-6x6__ppo-help__1: --help (or another of tyro's own flags) asks",
+        ),
         (
             ["sac_forward_model"],
             ["ColorDoorKey-6x6-v0"],

@@ -353,7 +353,10 @@ def test_same_scalars_finds_a_checkout_the_same_as_its_own_head_and_refuses_an_u
     assert bad.returncode == 2 and bad.stderr.startswith("error: --against nope is not a revision")
 
 
-TOOLS = "analyze benchmark evaluate interest_by_action interest_plot learning_summary null_arm same_scalars series sizes sweep tb"
+TOOLS = (
+    "analyze benchmark evaluate interest_by_action interest_plot learning_summary null_arm same_scalars series sizes "
+    "sweep tb"
+)
 
 
 def test_every_tool_with_a_command_line_is_in_the_one_line_check():
@@ -371,6 +374,7 @@ def test_every_tool_s_usage_error_is_one_line(tmp_path, tool):
     said = (
         "unrecognized arguments: --nope" if tool in ("benchmark", "sizes") else "the following arguments are required"
     )
-    assert bad.stderr.startswith(f"error: {said}") and bad.stderr.endswith(f" ({tool}.py --help lists the arguments)\n")
+    assert bad.stderr.startswith(f"error: {said}")
+    assert bad.stderr.endswith(f" (python -m common.{tool} --help lists the arguments)\n")
     helped = forked.run(["-m", f"common.{tool}", "--help"], ROOT)
     assert helped.returncode == 0 and helped.stdout.startswith("usage: ") and not helped.stderr

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from envs import BatchedColorDoorKey, resolve_env_id  # noqa: E402
 from envs.views import flat_to_image, key_distance  # noqa: E402
 
-LAYOUTS, STEPS = 256, 400
+WORLDS, STEPS = 256, 400
 
 
 def table(title: str, values: np.ndarray, visited: np.ndarray, fmt: str) -> str:
@@ -36,11 +36,11 @@ def table(title: str, values: np.ndarray, visited: np.ndarray, fmt: str) -> str:
 def main(env_name: str) -> None:
     kwargs = gym.spec(resolve_env_id(env_name)).kwargs
     size = kwargs["size"]
-    env = BatchedColorDoorKey(LAYOUTS, **dict(kwargs, max_steps=80))
+    env = BatchedColorDoorKey(WORLDS, **dict(kwargs, max_steps=80))
     obs, info = env.reset(seed=0)
     rng = np.random.default_rng(0)
     visits, changed, squared = (np.zeros((size, size)) for _ in range(3))
-    red, blue = np.full(LAYOUTS, COLOR_TO_IDX["red"]), np.full(LAYOUTS, COLOR_TO_IDX["blue"])
+    red, blue = np.full(WORLDS, COLOR_TO_IDX["red"]), np.full(WORLDS, COLOR_TO_IDX["blue"])
     for _ in range(STEPS):
         image = flat_to_image(obs)
         difference = key_distance(image, red) - key_distance(image, blue)
@@ -48,11 +48,11 @@ def main(env_name: str) -> None:
         np.add.at(visits, cell, 1)
         np.add.at(changed, cell, difference != 0)
         np.add.at(squared, cell, difference**2)
-        obs, _, _, _, info = env.step(rng.integers(env.single_action_space.n, size=LAYOUTS))
+        obs, _, _, _, info = env.step(rng.integers(env.single_action_space.n, size=WORLDS))
     visited = visits > 0
     share = visits / visits.sum()
     print(
-        f"{env_name}: {LAYOUTS} worlds x {STEPS} random steps (episodes of 80); "
+        f"{env_name}: {WORLDS} worlds x {STEPS} random steps (episodes of 80); "
         f"changed share {changed.sum() / visits.sum():.3f}, mean squared change {squared.sum() / visits.sum():.1f}\n"
     )
     print(table("share of visits", share, visited, ".3f"), end="\n\n")
