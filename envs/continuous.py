@@ -139,8 +139,8 @@ class MotorChange(gym.Wrapper):
     def step(self, action):
         in_region = bool(self.changed(self.last_obs, action))
         self.steps, self.region_steps = self.steps + 1, self.region_steps + in_region
-        if self.phase % 2 and in_region:
-            action = np.array(action, dtype=np.float32)
+        if self.phase % 2 and in_region:  # the push the task would apply (within its bounds), weakened
+            action = np.clip(np.array(action, dtype=np.float32), self.action_space.low, self.action_space.high)
             action[self.joint] *= self.gain
         self.last_obs, reward, terminated, truncated, info = self.env.step(action)
         return self.last_obs, reward, terminated, truncated, info

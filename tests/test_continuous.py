@@ -294,6 +294,37 @@ def test_the_motor_weakens_where_marked_and_only_from_the_next_reset():
     assert 0.15 < np.mean([motor.changed(o[None], np.array([[t]]))[0] for o, t, *_ in outcomes[1]]) < 0.35
 
 
+def test_a_torque_beyond_the_bounds_weakens_from_the_bound():
+    """Pendulum clips a torque to [-2, 2]; the weakened motor applies its quarter to that clipped push (4 acts as 2
+    does: 0.5), not to the raw action (which Pendulum would then clip to 1)."""
+    env = make_continuous_env("PendulumMotorChange-v1")
+    motor = motor_change(env)
+    motor.set_phase(1)
+    env.reset(seed=0)
+    state = np.array([2.5, 0.3])  # below the horizontal
+    obs = np.array([np.cos(state[0]), np.sin(state[0]), state[1]], dtype=np.float32)
+    for torque, acting in ((4.0, 2.0), (2.0, 2.0), (-4.0, -2.0)):
+        env.unwrapped.state, motor.last_obs = state.copy(), obs
+        next_obs = env.step(np.array([torque], dtype=np.float32))[0]
+        assert np.allclose(next_obs, pendulum_step(state, acting, 1), atol=1e-6), torque
+
+
+def test_the_held_out_sets_marked_transitions_all_change_but_at_the_speed_cap():
+    """The environments page's counts: of the marked transitions of each phase's held-out set (the files' default,
+    10,240 random steps), those whose outcome both phases share, all at Pendulum's speed cap: 13 of 3,647 and 33
+    of 3,688."""
+    for phase, (marked, capped) in enumerate(((3647, 13), (3688, 33))):
+        full, changed = continuous_heldout_set("PendulumMotorChange-v1", phase, 10240, 80)
+        states = np.stack([np.arctan2(changed["obs"][:, 1], changed["obs"][:, 0]), changed["obs"][:, 2]], axis=1)
+        same = [
+            np.array_equal(pendulum_step(x, float(u[0]), 1), pendulum_step(x, float(u[0]), 0))
+            for x, u in zip(states, changed["actions"])
+        ]
+        assert (len(changed["obs"]), sum(same)) == (marked, capped)
+        ends = [pendulum_step(x, float(u[0]), 1)[2] for x, u, s in zip(states, changed["actions"], same) if s]
+        assert np.all(np.abs(ends) == 8.0)
+
+
 def test_the_changed_region_share_counts_where_the_agent_went_in_every_phase():
     """changed_region_share over a vector env against a plain count of the hand-placed states: steps below the
     horizontal with a positive torque, in phase 0 as in phase 1, each count taken once."""
