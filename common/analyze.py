@@ -57,6 +57,7 @@ from common.runs import COMPLETION_MARKER, RUN_NAME
 from common.series import record as series_record
 from common.series import window_mean
 from common.series import read as read_series
+from common.series import whole_runs
 from common.tb import read_scalars
 
 LOSSES = {
@@ -218,8 +219,12 @@ def find_runs(folders: list[Path]) -> tuple[list[RunInfo], list[str]]:
     notes, attempts = [], defaultdict(list)
     for folder in folders:
         if folder.name.endswith(".jsonl.gz") and folder.is_file():
-            for rec in read_series(folder):
+            for rec in whole_runs(folder, read_series(folder)):
                 match = RUN_NAME.match(rec["run"])
+                if match is None:
+                    raise ValueError(
+                        f"{folder}: a record's run {rec['run']!r} is not named <env>__<method>__<seed>__<time>"
+                    )
                 attempts[(rec["env"], rec["method"], rec["seed"])].append((rec["finished"], int(match["time"]), rec))
             continue
         if not folder.is_dir():
@@ -1017,8 +1022,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"--{kind}-threshold must be a finite number, got {threshold}")
         if not 0 <= args.seed < 2**32:
             raise ValueError(f"--seed must be in [0, 4294967295] (numpy's seeds), got {args.seed}")
-        if args.out is not None and args.out.exists() and not args.out.is_dir():
-            raise ValueError(f"--out {args.out} is a file; the analysis writes a folder")
+        if args.out is not None and any(p.exists() and not p.is_dir() for p in (args.out, *args.out.parents)):
+            raise ValueError(f"--out {args.out} is, or lies under, a file; the analysis writes a folder")
         if 1.0 not in args.robust_factors:  # the pre-registered reading is the factor 1 at --span
             raise ValueError("--robust-factors must include 1 (the pre-registered threshold)")
         for flag, values in (("--robust-factors", args.robust_factors), ("--robust-spans", args.robust_spans)):
@@ -1049,6 +1054,12 @@ def main(argv: list[str] | None = None) -> int:
                 run.episodes, run.summary = rec["episodes"], rec["phases"]
             elif (args.success_threshold, args.success_window) != (0.8, 100):
                 raise ValueError("a series file holds success at --success-threshold 0.8 over 100 episodes only")
+            for tag in LOSSES.values():  # a NaN would hold the moving average at NaN (never reached), an inf above all
+                points = run.scalars.get(tag) or []
+                finite = [(step, value) for step, value in points if math.isfinite(value)]
+                if len(finite) < len(points):
+                    notes.append(f"{run.path.name}: {len(points) - len(finite)} non-finite {tag} value(s) left out")
+                    run.scalars[tag] = finite
             lacking = [LOSSES[kind] for kind in REQUIRED if not run.scalars.get(LOSSES[kind])]
             if lacking:
                 notes.append(f"passed over {run.path.name}: no {', '.join(lacking)}")
@@ -1056,18 +1067,21 @@ def main(argv: list[str] | None = None) -> int:
             if not any(run.episodes["count"]):
                 notes.append(f"{run.path.name}: no episode ended (no {RETURN}): not successful")
             thresholds = {"train": args.train_threshold, "eval": args.eval_threshold, "changed": args.changed_threshold}
-            run.phases = phase_metrics(
-                run.scalars,
-                args.span,
-                thresholds,
-                args.success_threshold,
-                args.success_window,
-                args.relative,
-                run.episodes,
-                run.summary,
-                args.task_window,
-                robustness,
-            )
+            try:
+                run.phases = phase_metrics(
+                    run.scalars,
+                    args.span,
+                    thresholds,
+                    args.success_threshold,
+                    args.success_window,
+                    args.relative,
+                    run.episodes,
+                    run.summary,
+                    args.task_window,
+                    robustness,
+                )
+            except (IndexError, KeyError, TypeError) as error:  # a series record whose parts do not fit together
+                raise ValueError(f"{run.path.name}: its record's phases or episodes do not fit its tags ({error!r})")
             usable.append(run)
         if not usable:
             raise ValueError("no run has the scalars the analysis needs: " + "; ".join(notes))
@@ -1103,6 +1117,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.frontier is not None:
             if args.baseline is None:
                 raise ValueError("--frontier needs --baseline (the arm whose task level the others must keep)")
+            named = {*args.frontier, *args.judge, *args.judge_against_baseline, args.baseline}
+            tag = LOSSES[args.frontier_loss]
+            without = sorted({run.method for run in usable if run.method in named and not run.scalars.get(tag)})
+            if without:
+                raise ValueError(f"--frontier-loss {args.frontier_loss}: no {tag} in runs of {' '.join(without)}")
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

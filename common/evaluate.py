@@ -208,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--seed must be 0 or more, got {args.seed}")
         if args.json is not None and not Path(args.json).resolve().parent.is_dir():
             raise ValueError(f"--json {args.json}: its folder does not exist")
+        if args.json is not None and Path(args.json).is_dir():
+            raise ValueError(f"--json {args.json} is a folder; it names the file to write")
         meta = read_policy_meta(run_dir)
         if args.key_color is not None and meta.get("correct_key_color") is None:
             raise ValueError("--key-color needs a ColorDoorKey run")

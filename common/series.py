@@ -190,6 +190,10 @@ def write(records: list[dict], path: Path) -> None:
         raise
 
 
+RECORD = {"run": str, "env": str, "method": str, "seed": int, "finished": bool, "episodes": dict, "phases": list}
+"""what a run's record holds beside its tags, and of which type (`whole_runs`)"""
+
+
 def read(path: Path) -> list[dict]:
     """The records of a series file, each tag's values back to the float32 values TensorBoard holds; ValueError
     (one line naming the file) for a file that is not one."""
@@ -202,6 +206,16 @@ def read(path: Path) -> list[dict]:
         if not (isinstance(rec, dict) and isinstance(rec.get("tags"), dict)):
             raise ValueError(f"{path} is not a series file: its record {number} has no tags")
         rec["scalars"] = decode(rec["tags"])
+    return records
+
+
+def whole_runs(path: Path, records: list[dict]) -> list[dict]:
+    """`records` (of the series file `path`), each checked to hold a run's parts beside its tags (`RECORD`), as the
+    analysis and a sweep's --done read them; ValueError, one line naming the file, for one that does not."""
+    for number, rec in enumerate(records, 1):
+        wrong = [key for key, kind in RECORD.items() if not isinstance(rec.get(key), kind)]
+        if wrong:
+            raise ValueError(f"{path} is not a series file: its record {number} lacks or mistypes {', '.join(wrong)}")
     return records
 
 

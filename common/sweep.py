@@ -83,8 +83,18 @@ def resolve_algo(spec: str) -> tuple[str, Path, list[str]]:
 
 
 def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[str], out: Path) -> list[Run]:
-    """Seed-major order: a sweep cut short has the same seeds of every method and env."""
+    """Seed-major order: a sweep cut short has the same seeds of every method and env. The flags the sweep sets for
+    each run (its env, seed, folder and label) cannot come from an algorithm's arguments or `extra` too: the run
+    would take the last one given and the sweep would never find it (ValueError, one line)."""
     resolved = [resolve_algo(spec) for spec in algos]
+    for given in [extra, *(own_args for _, _, own_args in resolved)]:
+        taken = sorted(
+            {arg.split("=")[0].replace("_", "-") for arg in given} & {"--env", "--seed", "--runs-dir", "--exp-name"}
+        )
+        if taken:
+            raise ValueError(
+                f"{' '.join(taken)}: the sweep sets these for each run (--envs, --seeds, --out, the label)"
+            )
     runs = []
     for seed in seeds:
         for env in envs:
@@ -106,7 +116,7 @@ def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[s
                 runs.append(Run(label, env, seed, command))
     keys = [run.key for run in runs]
     if len(set(keys)) != len(keys):
-        raise ValueError("two algorithm specs give the same label; give them different arguments")
+        raise ValueError("two runs of the sweep are the same (an algorithm spec, an env or a seed given twice)")
     return runs
 
 
@@ -157,13 +167,13 @@ def resumable_run_dir(run: Run, out: Path) -> Path | None:
 
 def done_in_series(paths: list[Path]) -> dict[str, str]:
     """{run key: where it finished} of the finished runs of series files (common.series)."""
-    from common.series import read
+    from common.series import read, whole_runs
 
     done = {}
     for path in paths:
         if not path.is_file():
             raise ValueError(f"--done: no series file at {path}")
-        for rec in read(path):
+        for rec in whole_runs(path, read(path)):
             if rec["finished"]:
                 done[f"{rec['env']}__{rec['method']}__{rec['seed']}"] = f"{path} ({rec['run']})"
     return done

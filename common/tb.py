@@ -11,6 +11,7 @@ import math
 import struct
 from pathlib import Path
 
+from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2
 
 HEADER = struct.Struct("<QI")  # a record: length, its masked CRC, the data, the data's masked CRC
@@ -53,7 +54,11 @@ def events(run_dir: str | Path):
         raise FileNotFoundError(f"no run folder at {run_dir}")
     for path in sorted((p for p in run_dir.iterdir() if "tfevents" in p.name and p.is_file()), key=creation_order):
         for record in records(path):
-            yield event_pb2.Event.FromString(record)
+            try:
+                event = event_pb2.Event.FromString(record)
+            except DecodeError:
+                raise ValueError(f"{path} is damaged: a record that is no TensorBoard event") from None
+            yield event
 
 
 def read_tags(run_dir: str | Path, pick) -> dict[str, list[tuple[int, object]]]:
@@ -139,13 +144,15 @@ if __name__ == "__main__":
     parser.add_argument("run_dir")
     parser.add_argument("--image", required=True, help="the tag, e.g. skills/visitation")
     parser.add_argument("--out", required=True, help="the PNG file to write")
-    parser.add_argument("--scale", type=int, default=1, help="each pixel as a square of this many (small images)")
+    parser.add_argument("--scale", type=int, default=1, help="each pixel as a square of this many, 1-256")
     parser.add_argument(
         "--steps", type=int, nargs=2, metavar=("START", "END"), help="the mean of the images at steps in [START, END)"
     )
     cli = parser.parse_args()
-    if cli.scale < 1:
-        sys.exit(f"error: --scale must be at least 1, got {cli.scale}")
+    if not 1 <= cli.scale <= 256:
+        sys.exit(f"error: --scale must be in [1, 256] (a pixel as a square of that many), got {cli.scale}")
+    if not cli.out.lower().endswith(".png"):
+        sys.exit(f"error: --out must name a .png file, got {cli.out}")
     if cli.steps and not 0 <= cli.steps[0] < cli.steps[1]:
         sys.exit(f"error: --steps needs 0 <= START < END, got {cli.steps[0]} {cli.steps[1]}")
     try:

@@ -249,6 +249,7 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path, monkeypatc
         ("damaged", [], "error: {tmp_path}/damaged/policy.json cannot be read (Expecting", False),
         ("damaged", ["--seed", "-1"], "error: --seed must be 0 or more, got -1", False),
         ("damaged", ["--json", "no/e.json"], "error: --json no/e.json: its folder does not exist", False),
+        ("damaged", ["--json", "."], "error: --json . is a folder; it names the file to write", False),
         ("archive", [], "error: {tmp_path}/archive/policy.pt2 cannot be read (", False),
     ],
 )

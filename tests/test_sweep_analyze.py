@@ -154,6 +154,15 @@ def test_sweep_plans_labels_and_rejects_bad_input(tmp_path):
     assert runs[1].command[-4:] == ("--int-coef", "0.1", "--total-timesteps", "9")
     with pytest.raises(ValueError, match="unknown algorithm 'nope'.*known: .*ppo"):
         sweep.resolve_algo("nope")
+    for algos, extra in (
+        (["ppo"], ["--seed", "5"]),
+        (["ppo --runs_dir /tmp"], []),
+        (["ppo"], ["--env=MiniGrid-Empty-5x5-v0"]),
+    ):
+        with pytest.raises(ValueError, match="the sweep sets these for each run"):  # the run would take the last one
+            sweep.plan_runs(algos, ["ColorDoorKey-6x6"], [1, 2], extra, tmp_path)
+    with pytest.raises(ValueError, match="two runs of the sweep are the same"):
+        sweep.plan_runs(["ppo"], ["ColorDoorKey-6x6"], [1, 1], [], tmp_path)
     # the flags of this checkout's files are checked as each file checks them, once for each method and env
     sweep.check_flags(sweep.plan_runs(["ppo"], ["MiniGrid-Empty-5x5-v0", "ColorDoorKeyBand-8x8"], [1, 2], [], tmp_path))
     long_sac = ["--total-timesteps", "40000", "--change-steps", "20000"]
@@ -468,7 +477,10 @@ def test_analysis_rejects_bad_input_with_one_line(tmp_path):
             "error: --train-threshold must be a finite number, got nan",
         ),
         ([str(tmp_path / "ok"), "--seed", "-1"], "error: --seed must be in [0, 4294967295] (numpy's seeds), got -1"),
-        ([str(tmp_path / "ok"), "--out", str(tmp_path / "afile")], f"error: --out {tmp_path / 'afile'} is a file"),
+        (
+            [str(tmp_path / "ok"), "--out", str(tmp_path / "afile")],
+            f"error: --out {tmp_path / 'afile'} is, or lies under, a file",
+        ),
     ]
     (tmp_path / "afile").write_text("")
     for args, message in cases:
@@ -476,6 +488,63 @@ def test_analysis_rejects_bad_input_with_one_line(tmp_path):
         assert result.returncode == 1 and result.stderr.startswith(message), (args, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "bare", "empty", "ok"]  # no analysis folder
+
+
+def test_analysis_leaves_non_finite_losses_out_and_refuses_data_it_cannot_use_in_one_line(tmp_path):
+    """A NaN loss would hold the moving average at NaN (the run never back below the threshold) and an all-NaN run
+    would count as re-learning at once: non-finite values are left out with a note. Series records without the parts
+    a run has, a run not named as runs are, a damaged event file, a frontier arm without the frontier loss and an
+    --out under a file are one-line errors before any work."""
+    import gzip
+    import json
+
+    for seed in (1, 2, 3):
+        write_run(tmp_path / "ok", "m", seed, 3.0)
+    write_run(tmp_path / "nan", "m", 1, 3.0)
+    run_dir = next((tmp_path / "nan").iterdir())
+    writer = SummaryWriter(run_dir)  # a second event file: a NaN in each phase, while the loss is still high
+    for step in (EVERY * 2 + 1, EVERY * (PER_PHASE + 2) + 1):
+        writer.add_scalar("external_model/eval_loss", float("nan"), step)
+    writer.close()
+    clean, nan = (json.loads((tmp_path / f"{n}.out" / "results.json").read_text()) if analyse(
+        str(tmp_path / n), "--eval-threshold", "1", "--train-threshold", "1", "--out", str(tmp_path / f"{n}.out")
+    ).returncode == 0 else None for n in ("ok", "nan"))  # fmt: skip
+    seed_1 = [[p["eval_adaptation"] for p in r["phases"]] for r in clean["runs"] if r["seed"] == 1]
+    assert [[p["eval_adaptation"] for p in r["phases"]] for r in nan["runs"]] == seed_1
+    assert nan["notes"] == ["ColorDoorKey-6x6__m__1__1001: 2 non-finite external_model/eval_loss value(s) left out"]
+    series_file = tmp_path / "s.jsonl.gz"
+    assert forked.run(["-m", "common.series", tmp_path / "ok", "--out", series_file], ROOT).returncode == 0
+    records = [json.loads(line) for line in gzip.open(series_file, "rt")]
+
+    def broken(name, change):
+        path = tmp_path / f"{name}.jsonl.gz"
+        with gzip.open(path, "wt") as f:
+            for number, rec in enumerate(records):
+                f.write(json.dumps(change(dict(rec)) if number == 0 else rec) + "\n")
+        return str(path)
+
+    (tmp_path / "afile").write_text("")
+    damaged = tmp_path / "damaged" / "ColorDoorKey-6x6__m__1__1001"
+    damaged.mkdir(parents=True)
+    event = next(run_dir.glob("events.out.tfevents*")).read_bytes()
+    (damaged / "events.out.tfevents.1.h.1.0").write_bytes(event[:16] + b"\xff" * (len(event) - 20) + event[-4:])
+    cases = [
+        (broken("nophases", lambda r: {k: v for k, v in r.items() if k != "phases"}), "lacks or mistypes phases"),
+        (broken("seedtext", lambda r: {**r, "seed": "1"}), "its record 1 lacks or mistypes seed"),
+        (broken("badname", lambda r: {**r, "run": "x"}), "a record's run 'x' is not named <env>__<method>__<seed>"),
+        (broken("short", lambda r: {**r, "phases": r["phases"][:1]}), "its record's phases or episodes do not fit"),
+        (str(damaged.parent), "is damaged: a record that is no TensorBoard event"),
+    ]  # fmt: skip
+    for folder, message in cases:  # a series holds success over 100 episodes: analyse()'s 10 would be refused
+        result = forked.run(["-m", "common.analyze", folder, "--eval-threshold", "1", "--train-threshold", "1"], ROOT)
+        assert result.returncode == 1 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    for flags, message in [
+        (["--baseline", "m", "--frontier", "m", "--frontier-loss", "changed"], "no external_model/eval_loss_changed"),
+        (["--out", str(tmp_path / "afile" / "sub")], "lies under, a file"),
+    ]:
+        result = analyse(str(tmp_path / "ok"), "--eval-threshold", "1", "--train-threshold", "1", *flags)
+        assert result.returncode == 1 and message in result.stderr, result.stderr
+    assert not (tmp_path / "ok" / "analysis").exists()
 
 
 def test_a_tiny_real_sweep_analysed_end_to_end(tmp_path):

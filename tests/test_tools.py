@@ -212,6 +212,12 @@ def test_the_mean_image_over_steps_averages_what_the_run_kept(tmp_path):
     assert bad.returncode == 1 and bad.stderr.strip() == "error: --steps needs 0 <= START < END, got 40 0"
     nowhere = forked.run(["-m", "common.tb", run, "--image", "maps", "--out", tmp_path / "no" / "map.png"], ROOT)
     assert nowhere.returncode == 1 and len(nowhere.stderr.strip().splitlines()) == 1, nowhere.stderr
+    for flags, said in (
+        (["--out", tmp_path / "map.txt"], "error: --out must name a .png file"),  # matplotlib: a KeyError
+        (["--out", out, "--scale", "100000"], "error: --scale must be in [1, 256]"),  # numpy: a MemoryError
+    ):
+        refused = forked.run(["-m", "common.tb", run, "--image", "maps", *flags], ROOT)
+        assert refused.returncode == 1 and refused.stderr.startswith(said) and refused.stderr.count("\n") == 1
 
 
 def test_event_files_are_read_in_the_order_their_writers_opened_them(tmp_path):
