@@ -1067,21 +1067,23 @@ def main(argv: list[str] | None = None) -> int:
             if not any(run.episodes["count"]):
                 notes.append(f"{run.path.name}: no episode ended (no {RETURN}): not successful")
             thresholds = {"train": args.train_threshold, "eval": args.eval_threshold, "changed": args.changed_threshold}
-            try:
-                run.phases = phase_metrics(
-                    run.scalars,
-                    args.span,
-                    thresholds,
-                    args.success_threshold,
-                    args.success_window,
-                    args.relative,
-                    run.episodes,
-                    run.summary,
-                    args.task_window,
-                    robustness,
+            if len(run.summary) < len(phase_starts(run.scalars)):  # a series record made or edited apart from its tags
+                raise ValueError(
+                    f"{run.path.name}: its record's phases do not fit its tags ({len(run.summary)} summaries, "
+                    f"{len(phase_starts(run.scalars))} phases)"
                 )
-            except (IndexError, KeyError, TypeError) as error:  # a series record whose parts do not fit together
-                raise ValueError(f"{run.path.name}: its record's phases or episodes do not fit its tags ({error!r})")
+            run.phases = phase_metrics(
+                run.scalars,
+                args.span,
+                thresholds,
+                args.success_threshold,
+                args.success_window,
+                args.relative,
+                run.episodes,
+                run.summary,
+                args.task_window,
+                robustness,
+            )
             usable.append(run)
         if not usable:
             raise ValueError("no run has the scalars the analysis needs: " + "; ".join(notes))

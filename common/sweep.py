@@ -116,7 +116,8 @@ def plan_runs(algos: list[str], envs: list[str], seeds: list[int], extra: list[s
                 runs.append(Run(label, env, seed, command))
     keys = [run.key for run in runs]
     if len(set(keys)) != len(keys):
-        raise ValueError("two runs of the sweep are the same (an algorithm spec, an env or a seed given twice)")
+        twice = sorted({key for key in keys if keys.count(key) > 1})
+        raise ValueError(f"two runs of the sweep are the same, {twice[0]} (an algorithm spec, env or seed given twice)")
     return runs
 
 

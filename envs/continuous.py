@@ -110,7 +110,8 @@ class MotorChange(gym.Wrapper):
     charges for the force that acts). `set_phase(k)` takes effect at the next reset, as ColorDoorKey's colour
     change does; `changed(obs, actions)` marks the transitions the odd phases alter (their outcomes differ, except
     where the task's own limits clip both alike: Pendulum's speed cap). It counts the steps taken and those taken
-    in that region, whatever the phase (`take_counts`: where the agent goes)."""
+    in that region, whatever the phase (`take_counts`: where the agent goes). A push beyond the action space's bounds
+    is clipped to them before it weakens: this assumes the task clips its actions so (Pendulum does)."""
 
     def __init__(self, env: gym.Env, joint: int, gain: float, obs_index: int, below: float):
         super().__init__(env)
