@@ -1067,10 +1067,11 @@ def main(argv: list[str] | None = None) -> int:
             if not any(run.episodes["count"]):
                 notes.append(f"{run.path.name}: no episode ended (no {RETURN}): not successful")
             thresholds = {"train": args.train_threshold, "eval": args.eval_threshold, "changed": args.changed_threshold}
-            if len(run.summary) < len(phase_starts(run.scalars)):  # a series record made or edited apart from its tags
+            phases = len(phase_starts(run.scalars))
+            if len(run.summary) < phases:  # a series record made or edited apart from its tags
                 raise ValueError(
                     f"{run.path.name}: its record's phases do not fit its tags ({len(run.summary)} summaries, "
-                    f"{len(phase_starts(run.scalars))} phases)"
+                    f"{phases} phases)"
                 )
             run.phases = phase_metrics(
                 run.scalars,
