@@ -104,10 +104,14 @@ def evaluate(
     run_dir = Path(run_dir)
     meta = read_policy_meta(run_dir)
     try:
+        env = make_eval_env(meta, key_color, video)
+    except gym.error.Error as error:  # an env this machine does not have (ValueError: a name envs/ refuses)
+        raise ValueError(f"{run_dir / POLICY_META}: its env cannot be made ({first_line(error)})") from None
+    try:
         policy = torch.export.load(run_dir / POLICY).module()
     except Exception as error:  # noqa: BLE001 (a damaged archive can raise almost anything)
+        env.close()
         raise ValueError(f"{run_dir / POLICY} cannot be read ({first_line(error)})") from None
-    env = make_eval_env(meta, key_color, video)
     if video:
         env = gym.wrappers.RecordVideo(env, str(run_dir / "eval_videos"), episode_trigger=lambda episode: True)
     if isinstance(env.action_space, gym.spaces.Box):
@@ -139,12 +143,37 @@ def evaluate(
     )
 
 
+META_KEYS = {"env": str, "observation": str, "noise": str, "noise_size": int}
+"""what every policy.json holds, and of which type (the rest is optional: condition, correct_key_color, ...)"""
+META_CHOICES = {"observation": ("one_hot_view", "raw"), "noise": ("gumbel", "normal")}
+
+
 def read_policy_meta(run_dir: Path) -> dict:
-    """The saved policy's description (policy.json); ValueError naming the file if it cannot be read."""
+    """The saved policy's description (policy.json); ValueError, one line naming the file, if it cannot be read or
+    lacks, mistypes or misnames what the evaluation reads (a hand-edited file)."""
+    path = run_dir / POLICY_META
     try:
-        return json.loads((run_dir / POLICY_META).read_text())
+        meta = json.loads(path.read_text())
     except (OSError, ValueError) as error:
-        raise ValueError(f"{run_dir / POLICY_META} cannot be read ({first_line(error)})") from None
+        raise ValueError(f"{path} cannot be read ({first_line(error)})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path} is not a policy's description (a JSON object)")
+    wrong = [key for key, kind in META_KEYS.items() if type(meta.get(key)) is not kind]  # bool is no size
+    if wrong:
+        raise ValueError(f"{path} lacks or mistypes {', '.join(wrong)}")
+    for key, choices in META_CHOICES.items():
+        if meta[key] not in choices:
+            raise ValueError(f"{path}: {key} is {meta[key]!r}, not one of {', '.join(choices)}")
+    condition = meta.get("condition")
+    one_hot = (
+        isinstance(condition, dict) and condition.get("kind") == "one_hot" and isinstance(condition.get("probs"), list)
+    )
+    vector = (
+        isinstance(condition, dict) and condition.get("kind") == "unit_vector" and type(condition.get("size")) is int
+    )
+    if condition is not None and not (one_hot or vector):
+        raise ValueError(f"{path}: condition is neither a one_hot with probs nor a unit_vector with a size")
+    return meta
 
 
 def draw_noise(meta: dict, generator: torch.Generator) -> torch.Tensor:

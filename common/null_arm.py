@@ -200,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"error: {args.results} is not a file (a common.analyze results.json)\n")
     if args.reps < 1 or args.calibrate < 0:
         parser.exit(2, "error: --reps must be positive and --calibrate at least 0\n")
+    if len({args.current, args.change, args.null}) < 3:
+        parser.exit(
+            2, "error: --current, --change and --null must be three different methods (the rule compares them)\n"
+        )
     try:
         results = json.loads(args.results.read_text())
         rows = readings(results, args.current, args.change, args.null)

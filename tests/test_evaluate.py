@@ -251,10 +251,27 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path, monkeypatc
         ("damaged", ["--json", "no/e.json"], "error: --json no/e.json: its folder does not exist", False),
         ("damaged", ["--json", "."], "error: --json . is a folder; it names the file to write", False),
         ("archive", [], "error: {tmp_path}/archive/policy.pt2 cannot be read (", False),
+        ("partial", [], "error: {tmp_path}/partial/policy.json lacks or mistypes noise, noise_size", False),
+        ("list", [], "error: {tmp_path}/list/policy.json is not a policy's description (a JSON object)", False),
+        ("cauchy", [], "error: {tmp_path}/cauchy/policy.json: noise is 'cauchy', not one of gumbel, normal", False),
+        ("skills", [], "error: {tmp_path}/skills/policy.json: condition is neither a one_hot with probs nor", False),
+        ("nowhere", [], "error: {tmp_path}/nowhere/policy.json: its env cannot be made (Environment `Nope`", False),
+        ("unknown", [], "error: unknown env 'Nope'; known names: ColorDoorKey", False),
     ],
 )
 def test_evaluate_rejects_bad_input_with_one_line(tmp_path, folder, flags, message, fresh):
-    for damaged, meta in (("damaged", "{not json"), ("archive", '{"env": "ColorDoorKey-6x6"}')):
+    """A damaged archive or description, or one a hand has edited, is one line naming the file, before any episode."""
+    whole = {"env": "ColorDoorKey-6x6", "observation": "one_hot_view", "noise": "gumbel", "noise_size": 7}
+    for damaged, meta in (
+        ("damaged", "{not json"),
+        ("archive", json.dumps(whole)),
+        ("partial", '{"env": "ColorDoorKey-6x6", "observation": "one_hot_view"}'),
+        ("list", "[1, 2]"),
+        ("cauchy", json.dumps({**whole, "noise": "cauchy"})),
+        ("skills", json.dumps({**whole, "condition": {"kind": "one_hot", "size": 8}})),
+        ("nowhere", json.dumps({**whole, "env": "Nope-v9", "observation": "raw", "noise": "normal"})),
+        ("unknown", json.dumps({**whole, "env": "Nope"})),
+    ):
         (tmp_path / damaged).mkdir()
         (tmp_path / damaged / "policy.pt2").write_bytes(b"PK\x03\x04 cut short")
         (tmp_path / damaged / "policy.json").write_text(meta)

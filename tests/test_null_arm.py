@@ -100,6 +100,8 @@ def test_an_arm_the_analysis_lacks_or_another_baseline_is_one_line(tmp_path, cap
     for flags, message in [
         (["--current", "cur", "--change", "bf16", "--null", "nul"], "not among the analysis's methods: bf16"),
         (["--current", "nul", "--change", "chg", "--null", "cur"], "--baseline nul"),
+        (["--current", "cur", "--change", "cur", "--null", "nul"], "three different methods"),  # passes trivially
+        (["--current", "cur", "--change", "nul", "--null", "nul"], "three different methods"),
     ]:
         with pytest.raises(SystemExit) as stop:
             main([str(path), *flags])
