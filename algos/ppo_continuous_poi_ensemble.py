@@ -106,6 +106,10 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     """discount of the non-episodic intrinsic return"""
     int_scale_decay: float = 0.95
     """per rollout, the weight of the past in the intrinsic reward's scale (it forgets in about 1 / (1 - decay) rollouts)"""
+    int_scale: Literal["return", "reward"] = "return"
+    """the intrinsic reward is the interest over a moving std: of the discounted intrinsic return (`return`, RND's: a
+    rise of interest is a smaller reward for many rollouts) or of the interest within each rollout (`reward`: where
+    the interest rose, a larger reward for some rollouts); IntrinsicRewardScale"""
     reward_warmstart: int = 0
     """no extrinsic reward reaches the agent before this global step"""
     no_task_reward: bool = False
@@ -369,23 +373,33 @@ def intrinsic_advantages(int_rewards, int_values, next_int_value, int_gamma, gae
 
 
 class IntrinsicRewardScale:
-    """Std of the discounted intrinsic return (one per env, flowing on across episode ends), its moments an
-    exponential moving average over rollouts (bias-corrected, as Adam's; a rollout weighs decay^age). A rise of
+    """The intrinsic reward's divisor (--int-scale), its moments an exponential moving average over rollouts
+    (bias-corrected, as Adam's; a rollout weighs decay^age) of a per-step quantity:
+    `return`: the discounted intrinsic return (one per env, flowing on across episode ends; RND's). A rise of
     interest is no larger reward: the moments mix the returns before and after it, whose gap counts as spread long
-    after 1 / (1 - decay) rollouts (test_poi: x5 everywhere, ninefold less, still less 100 rollouts on)."""
+    after 1 / (1 - decay) rollouts (test_poi: x5 everywhere, ninefold less, still less 100 rollouts on).
+    `reward`: the interest less its rollout's mean, so the std is that of each rollout's own spread, averaged: no gap
+    between rollouts counts, and a rise is a larger reward while the average catches up (x5 everywhere: 3.4 times
+    the rollout after, fading over ~1 / (1 - decay) rollouts; test_poi): a larger reward where the interest rose
+    (the mean reward can still fall when the rise is in a few transitions: their spread raises the std too)."""
 
-    def __init__(self, num_envs, gamma, decay, device):
-        self.gamma, self.decay = gamma, decay
+    rule = "return"  # the rule of a checkpoint written before there was a choice
+
+    def __init__(self, num_envs, gamma, decay, device, rule="return"):
+        self.gamma, self.decay, self.rule = gamma, decay, rule
         self.returns = torch.zeros(num_envs, device=device)
-        self.moments = torch.zeros(2, dtype=torch.float64)  # of the return and its square
+        self.moments = torch.zeros(2, dtype=torch.float64)  # of the quantity and its square
         self.weight = 0.0  # of the moments so far (bias correction, as Adam's)
 
     def update(self, rewards):
         """Feed a (num_steps, num_envs) block of rewards; returns the std after it."""
-        seen = torch.empty_like(rewards)
-        for t, reward in enumerate(rewards):
-            self.returns = self.returns * self.gamma + reward
-            seen[t] = self.returns
+        if self.rule == "reward":
+            seen = rewards - rewards.mean()
+        else:
+            seen = torch.empty_like(rewards)
+            for t, reward in enumerate(rewards):
+                self.returns = self.returns * self.gamma + reward
+                seen[t] = self.returns
         batch = torch.stack([seen.mean(), seen.pow(2).mean()]).double().cpu()
         self.moments = self.decay * self.moments + (1.0 - self.decay) * batch
         self.weight = self.decay * self.weight + (1.0 - self.decay)
@@ -455,7 +469,9 @@ if __name__ == "__main__":
         global_step, phase = 0, 0
         next_obs, _ = envs.reset(seed=args.seed)
         next_obs = torch.tensor(next_obs, dtype=torch.float32, device=device)
-        int_reward_scale = IntrinsicRewardScale(args.num_envs, args.int_gamma, args.int_scale_decay, device)
+        int_reward_scale = IntrinsicRewardScale(
+            args.num_envs, args.int_gamma, args.int_scale_decay, device, args.int_scale
+        )
         if checkpoint:  # last: building the networks drew from the random states it restores
             state = restore_checkpoint(checkpoint, stateful, device)
             set_env_state(envs, state.pop("envs"))  # with the observation and reward normalisers' statistics

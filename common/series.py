@@ -4,11 +4,13 @@
     python -m common.series sweeps/more docs/results/fair-test-6x6/series.jsonl.gz \\
         --out docs/results/fair-test-6x6/series.jsonl.gz    # add runs to a committed series
     python -m common.analyze docs/results/fair-test-6x6/series.jsonl.gz ...    # the tables, from the repo alone
+    python -m common.series sweeps/probe --tags poi/mean poi/intrinsic_reward_mean --out probe.jsonl.gz
 
 One JSON line per run (gzip): its name, env, method, seed, whether it finished; every logged point
 of the tags in `SERIES_TAGS` and of those starting with one of `SERIES_PREFIXES` (the losses as the
 float32 values TensorBoard stores, so a table re-made from the series equals the one made from the
-event files; the tags of `ROUNDED` and the prefixed ones to 4 significant digits); and its episodes,
+event files; the tags of `ROUNDED` and the prefixed ones to 4 significant digits), and of those a study
+names (`--tags poi/mean ...`, to 4 digits too); and its episodes,
 which are too many to keep one by one (some 20,000 in an 800k-step 6x6 run), as sums per bin of
 `BIN` global steps (count, return, length) plus, per phase, what only single episodes give: the mean
 return of its last 100 episodes and the step at which that mean first reached 0.8 (`solved_at`); and,
@@ -114,17 +116,19 @@ def episode_summary(scalars: dict) -> list[dict]:
     return summary
 
 
-def encode(scalars: dict) -> dict:
-    """The tags of `SERIES_TAGS`, and those starting with one of `SERIES_PREFIXES`, as [steps, values]: the
-    losses exact (the shortest text of each float32), those of `ROUNDED` (the entropy, the share of a
-    rollout the change alters, the skills' accuracy, weight, return and probabilities) to 4 significant
-    digits, the phase only where it changes."""
+def encode(scalars: dict, more: tuple[str, ...] = ()) -> dict:
+    """The tags of `SERIES_TAGS`, those starting with one of `SERIES_PREFIXES` and those of `more` (a study's
+    own, `--tags`), as [steps, values]: the losses exact (the shortest text of each float32), those of `ROUNDED`
+    (the entropy, the share of a rollout the change alters, the skills' accuracy, weight, return and probabilities)
+    and of `more` to 4 significant digits, the phase only where it changes."""
     tags = {}
-    for tag in (*SERIES_TAGS, *sorted(tag for tag in scalars if tag.startswith(SERIES_PREFIXES))):
+    kept = (*SERIES_TAGS, *sorted(tag for tag in scalars if tag.startswith(SERIES_PREFIXES)))
+    more = tuple(dict.fromkeys(tag for tag in more if tag not in kept))
+    for tag in (*kept, *more):
         points = scalars.get(tag, [])
         if tag == "charts/phase":
             points = [(s, v) for i, (s, v) in enumerate(points) if i == 0 or v != points[i - 1][1]]
-        rounded = tag in ROUNDED or tag.startswith(SERIES_PREFIXES)
+        rounded = tag in ROUNDED or tag.startswith(SERIES_PREFIXES) or tag in more
         text = (lambda v: float(f"{v:.4g}")) if rounded else (lambda v: float(str(np.float32(v))))
         if tag in scalars:
             tags[tag] = [[s for s, _ in points], [text(v) for _, v in points]]
@@ -139,10 +143,11 @@ def decode(tags: dict) -> dict:
     }
 
 
-def record(run, scalars: dict) -> dict:
+def record(run, scalars: dict, more: tuple[str, ...] = ()) -> dict:
     """The series of one run (`run` has path, env, method, seed, finished; see common.analyze.RunInfo),
-    with its scalars as a reader of the file gets them back (`scalars`). A run read from a series file
-    brings its episodes and per-phase summary along (its scalars hold no single episodes)."""
+    with its scalars as a reader of the file gets them back (`scalars`; `more`: tags kept besides `encode`'s own).
+    A run read from a series file brings its episodes and per-phase summary along (its scalars hold no single
+    episodes) and keeps every tag that file kept."""
     if run.episodes is None:
         episodes = episode_bins(scalars)
         episodes["return"] = [round(v, 6) for v in episodes["return"]]
@@ -154,7 +159,8 @@ def record(run, scalars: dict) -> dict:
                     phase[key] = {kind: float(f"{value:.4g}") for kind, value in means.items()}
     else:
         episodes, phases = run.episodes, run.summary
-    tags = encode(scalars)
+        more = (*more, *scalars)  # and every tag its series kept: a merge keeps a study's own tags
+    tags = encode(scalars, more)
     return {
         "run": run.path.name,
         "env": run.env,
@@ -226,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=Path, help="sweep folders, folders of run folders, or series files")
     parser.add_argument("--out", type=Path, required=True, help="the series file to write (.jsonl.gz)")
+    parser.add_argument(
+        "--tags", nargs="+", default=[], help="more tags to keep, to 4 significant digits (e.g. poi/mean)"
+    )
     args = parser.parse_args(argv)
     if not args.out.name.endswith(".jsonl.gz"):
         print(f"error: --out must end in .jsonl.gz, got {args.out}", file=sys.stderr)
@@ -240,7 +249,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     finished = [run for run in runs if run.finished]
-    records = [record(run, read_scalars(run.path) if run.episodes is None else run.scalars) for run in finished]
+    if not finished:
+        print(
+            f"error: no finished run in {' '.join(map(str, args.folders))} ({len(runs)} unfinished): nothing written",
+            file=sys.stderr,
+        )
+        return 1
+    more = tuple(args.tags)
+    records = [record(run, read_scalars(run.path) if run.episodes is None else run.scalars, more) for run in finished]
     write(records, args.out)
     for note in notes:
         print(f"note: {note}")

@@ -226,9 +226,10 @@ def test_episodes_are_summed_per_bin_and_windows_take_whole_bins():
     assert math.isnan(series.window_mean(bins, 6000, 8000))
 
 
-def write_run(folder, method, seed, relearn_at, returns_after, finished=True):
+def write_run(folder, method, seed, relearn_at, returns_after, finished=True, more=None):
     """Two phases of 50 evaluations 1,000 steps apart, the change at 50,000: the changed views' loss
-    is 5 until `relearn_at` steps after the change, then 0.1; two episodes per evaluation."""
+    is 5 until `relearn_at` steps after the change, then 0.1; two episodes per evaluation; `more`: {tag: (value
+    before the change, after)} logged at every evaluation too."""
     run_dir = folder / f"ColorDoorKey-6x6__{method}__{seed}__{1000 + seed}"
     writer = SummaryWriter(run_dir)
     rng = np.random.default_rng(seed)
@@ -241,6 +242,7 @@ def write_run(folder, method, seed, relearn_at, returns_after, finished=True):
             "external_model/eval_loss": changed,
             "external_model/eval_loss_changed": changed,
             "losses/entropy": 1 + rng.random(),
+            **{tag: values[phase] for tag, values in (more or {}).items()},
         }.items():
             writer.add_scalar(tag, value, step)
         for _ in range(2):
@@ -747,6 +749,37 @@ def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
     assert "diayn/reward_mean" in SERIES_TAGS  # the termination probe's diagnosis
     assert "diayn/skill_share" in SERIES_TAGS  # the then-task probe's
     assert {"poi/old_world_rows", "poi/old_world_interest"} <= set(SERIES_TAGS)  # the continuous study's SAC half
+
+
+def test_the_series_keeps_the_tags_a_study_names_to_four_digits(tmp_path):
+    """`--tags`: a study's own tags kept beside SERIES_TAGS, to 4 significant digits, at every logged step; a named
+    tag a run never logged stays absent; a series made again from that series keeps them, named or not (run by
+    the tool). With no finished run the tool writes nothing."""
+    from common.series import main, read
+
+    run = tmp_path / "runs" / "ColorDoorKey-6x6__ppo_poi_grad__1__1700000000"
+    run.mkdir(parents=True)
+    writer = SummaryWriter(str(run))
+    for step in (2048, 4096):
+        writer.add_scalar("charts/phase", 0, step)
+        writer.add_scalar("poi/mean", 0.123456789 * step, step)
+        writer.add_scalar("poi/max", 1.0, step)
+        writer.add_scalar("charts/episodic_return", 1.0, step)
+        writer.add_scalar("charts/episodic_length", 10, step)
+    writer.close()
+    (run / "finished.json").write_text("{}")
+    first, again = tmp_path / "a.jsonl.gz", tmp_path / "b.jsonl.gz"
+    assert main([str(tmp_path / "runs"), "--tags", "poi/mean", "poi/nothing", "--out", str(first)]) == 0
+    assert main([str(first), "--out", str(again)]) == 0  # a merge keeps them unnamed
+    for path in (first, again):
+        (rec,) = read(path)
+        assert rec["scalars"]["poi/mean"] == [(2048, float(np.float32(252.8))), (4096, float(np.float32(505.7)))]
+        assert "poi/max" not in rec["scalars"] and "poi/nothing" not in rec["scalars"]
+    assert main([str(tmp_path / "runs"), "--out", str(first)]) == 0
+    assert "poi/mean" not in read(first)[0]["scalars"]  # kept only when named
+    (run / "finished.json").unlink()  # no finished run: nothing written, one line
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "none.jsonl.gz")]) == 1
+    assert not (tmp_path / "none.jsonl.gz").exists()
 
 
 # the first DIAYN probe's rule, which the later probes' choose.py apply to their own ways: pinned by its hash
@@ -2123,3 +2156,77 @@ def test_the_follow_up_readings_are_the_analysis_s_own_bootstrap():
     ]
     faster = sum(steps[i3, s] < steps[f2, s] for s in range(211, 221))
     assert lines[first + 11].startswith(f"    halves {halves[0]:.2f} / {halves[1]:.2f}; I3 faster on {faster} seeds")
+
+
+def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys):
+    """The intrinsic-scale probe's reading.py (written with its plan, before its runs) on hand-made runs through the
+    plan's own series and analysis commands: its arms are the labels the plan's sweep gives; per run the interest,
+    the scale (mean interest over mean reward) and the reward at the largest interest, over the first 10 and next 30
+    logged points from the change, each over the last 10 before; the decision takes the candidate re-learning at
+    most 0.85 of S0's steps with the task kept. Without the series, one line (a fresh interpreter: the script must
+    not hide a module of the standard library)."""
+    from common.sweep import resolve_algo
+
+    folder = ROOT / "docs/results/int-scale-6x6"
+    probe = load_script("scale_probe_reading", folder / "reading.py")
+    block = (folder / "PLAN.md").read_text().split("```bash")[1].split("```")[0]
+    command = " ".join(block.replace("\\\n", " ").split())
+    error = "ppo_poi_progress.py --interest error"
+    assert f'P="$S/{error}"' in command and "--seeds 901 902 903 904 905" in command
+    arms = '"$P" "$P --int-scale-decay 0" "$P --int-scale reward" "$P --int-scale reward --int-scale-decay 0"'
+    assert f'{arms} "$S/ppo.py --ent-coef 0.05"' in command
+    specs = [error, f"{error} --int-scale-decay 0", f"{error} --int-scale reward",
+             f"{error} --int-scale reward --int-scale-decay 0", "ppo.py --ent-coef 0.05"]  # fmt: skip
+    assert probe.ARMS == tuple(resolve_algo(f"algos/{spec}")[0] for spec in specs)
+    assert probe.SEEDS == (901, 902, 903, 904, 905) and probe.READING == "threshold x1, span 10"
+
+    s0, s1, s2, s3, f05 = probe.ARMS
+    relearn = {s0: 20_000, s1: 19_000, s2: 12_000, s3: 30_000, f05: 25_000}
+    poi = {"poi/mean": (1.0, 2.0), "poi/max": (4.0, 20.0), "poi/intrinsic_reward_mean": (0.5, 0.1)}
+    for arm, steps in relearn.items():
+        for seed in probe.SEEDS:
+            write_run(tmp_path / "sweep" / "runs", arm, seed, steps + 200 * seed % 1000, 0.9,
+                      more=None if arm == f05 else poi)  # fmt: skip
+    here = tmp_path / "R"
+    here.mkdir()
+    for line in block.replace("\\\n", " ").splitlines():
+        if line.startswith(("python -m common.series", "python -m common.analyze")):
+            line = line.replace("../sweeps/intscale", str(tmp_path / "sweep")).replace("$R", str(here))
+            line = line.replace("--reps 5000", "--reps 200")  # the plan's but for the bootstrap's length
+            made = forked.run(shlex.split(line.split("#")[0])[1:], ROOT, timeout=600)
+            assert made.returncode == 0, made.stderr
+    probe.HERE = here
+    probe.main()
+    printed = capsys.readouterr().out.splitlines()
+    # before: interest 1, largest 4, scale 1 / 0.5 = 2, reward at the largest 4 / 2 = 2; after: 2, 20, 20, 1
+    assert f"| S0 | 901 | {' | '.join(['2', '2', '5', '5', '10', '10', '0.5', '0.5'])} |" in printed
+    assert "S2: the largest interest rose and its reward fell (first 10) in 5 of 5 runs" in printed
+    assert (
+        printed[-1] == f"decision: a claim study of S2 ({s2})" and len([p for p in printed if "(qualifies)" in p]) == 1
+    )
+    measured = {line.split(" ")[0]: float(line.split("over S0's ")[1].split(" ")[0]) for line in printed[-6:-1]}
+    assert measured["S2"] < 0.85 < measured["S1"] < measured["S0"] == 1 < measured["F05"] < measured["S3"]
+
+    def results(ratios: dict, before: dict, after: dict) -> dict:
+        rows = [{"phase": 1, "method": arm, "readings": {probe.READING: {"iqm": r, "low": r / 2, "high": r * 2}}}
+                for arm, r in ratios.items()]  # fmt: skip
+        task = [{"phase": phase, "method": arm, "return_window": {"iqm": value}}
+                for phase, values in enumerate((before, after)) for arm, value in values.items()]  # fmt: skip
+        return {"robustness": rows, "task": task}
+
+    kept = {s0: 0.95, s1: 0.94, s2: 0.93, s3: 0.95, f05: 0.9}
+    ratios = {s0: 1.0, s1: 0.85, s2: 0.7, s3: 0.86, f05: 0.9}
+    assert probe.decide(results(ratios, kept, kept))[1] == f"decision: a claim study of S2 ({s2})"
+    lost = probe.decide(results(ratios, kept, {**kept, s2: 0.92}))  # S2 lost 0.03 of the task after the change
+    assert lost[1] == f"decision: a claim study of S1 ({s1})"  # at the bar, 0.85, S1 qualifies
+    lost_before = probe.decide(results(ratios, {**kept, s2: 0.92, s1: 0.92}, kept))
+    assert lost_before[1].startswith("decision: no claim study")  # S3, at 0.86, does not
+    lines, _ = probe.decide(results({s0: 1.0, s1: 0.9}, kept, kept))
+    assert lines[-1] == f"F05 ({f05}): no runs in the analysis"
+    with pytest.raises(ValueError, match="no re-learning or task of S0"):
+        probe.decide(results({s1: 0.5}, kept, kept))
+    if not (folder / "results.json").exists():
+        printed = forked.run([folder / "reading.py"], tmp_path, fresh=True)
+        assert printed.returncode == 1 and printed.stderr.strip().splitlines() == [
+            f"series.jsonl.gz and results.json missing in {folder}: run the plan's commands first (PLAN.md)"
+        ], printed.stderr

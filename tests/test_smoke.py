@@ -298,7 +298,7 @@ def test_reward_flags_change_the_update(tmp_path, script="algos/ppo_poi_ensemble
     and leaves --ext-coef without effect (the task advantage is then only critic noise);
     with both weights 0 nothing is left to follow: the policy loss is 0. The weights mix as shares of their
     sum, so only their ratio counts, and with the intrinsic weight 0 --ext-coef changes nothing (the update
-    keeps PPO's scale against the entropy bonus)."""
+    keeps PPO's scale against the entropy bonus). --int-scale reward divides the same interest by another std."""
     flags = (*SMALL, "--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "768", "--seed", "3")
 
     def scalars(*extra):
@@ -317,6 +317,10 @@ def test_reward_flags_change_the_update(tmp_path, script="algos/ppo_poi_ensemble
     assert policy_losses(scalars("--int-after-return", "0", "--int-coef", "3", "--ext-coef", "6")) == policy_losses(
         from_start
     )
+    by_reward = scalars("--int-after-return", "0", "--int-scale", "reward")  # the same interest, another divisor
+    assert by_reward["poi/mean"][0] == from_start["poi/mean"][0]
+    assert by_reward["poi/intrinsic_reward_mean"][0] != from_start["poi/intrinsic_reward_mean"][0]
+    assert policy_losses(by_reward)[0] != policy_losses(from_start)[0]
     gated = scalars()
     assert {v for _, v in gated["poi/int_weight"]} == {0.0}
     assert policy_losses(gated) == policy_losses(scalars("--int-coef", "0"))
