@@ -242,6 +242,9 @@ def find_runs(folders: list[Path]) -> tuple[list[RunInfo], list[str]]:
     runs = []
     for (env, method, seed), options in sorted(attempts.items()):
         finished, _, source = max(options, key=lambda o: o[:2])  # finished first, then the latest
+        times = sorted({time for done, time, _ in options if done})
+        if len(times) > 1:  # a run repeated, not the same run in a series and its folder: say which counts
+            notes.append(f"{env}__{method}__{seed} finished {len(times)} times: the latest counts ({times[-1]})")
         if isinstance(source, dict):  # a series record
             runs.append(
                 RunInfo(

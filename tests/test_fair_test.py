@@ -226,23 +226,28 @@ def test_episodes_are_summed_per_bin_and_windows_take_whole_bins():
     assert math.isnan(series.window_mean(bins, 6000, 8000))
 
 
-def write_run(folder, method, seed, relearn_at, returns_after, finished=True, more=None):
+def write_run(folder, method, seed, relearn_at, returns_after, finished=True, more=None, plateau=0):
     """Two phases of 50 evaluations 1,000 steps apart, the change at 50,000: the changed views' loss
-    is 5 until `relearn_at` steps after the change, then 0.1; two episodes per evaluation; `more`: {tag: (value
-    before the change, after)} logged at every evaluation too."""
+    is 5 until `relearn_at` steps after the change (2 over its last `plateau` steps), then 0.1; two episodes per
+    evaluation; `more`: {tag: value of the evaluation's index} logged at every evaluation too."""
     run_dir = folder / f"ColorDoorKey-6x6__{method}__{seed}__{1000 + seed}"
     writer = SummaryWriter(run_dir)
     rng = np.random.default_rng(seed)
     for i in range(100):
         step, phase = (i + 1) * 1000, int(i >= 50)
-        changed = 5.0 if phase and step - 50_000 < relearn_at else 0.1 + 0.01 * rng.random()
+        since = step - 50_000
+        changed = (
+            (5.0 if since < relearn_at - plateau else 2.0)
+            if phase and since < relearn_at
+            else 0.1 + 0.01 * rng.random()
+        )
         for tag, value in {
             "charts/phase": phase,
             "external_model/train_loss": changed,
             "external_model/eval_loss": changed,
             "external_model/eval_loss_changed": changed,
             "losses/entropy": 1 + rng.random(),
-            **{tag: values[phase] for tag, values in (more or {}).items()},
+            **{tag: value(i) for tag, value in (more or {}).items()},
         }.items():
             writer.add_scalar(tag, value, step)
         for _ in range(2):
@@ -2161,10 +2166,11 @@ def test_the_follow_up_readings_are_the_analysis_s_own_bootstrap():
 def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys):
     """The intrinsic-scale probe's reading.py (written with its plan, before its runs) on hand-made runs through the
     plan's own series and analysis commands: its arms are the labels the plan's sweep gives; per run the interest,
-    the scale (mean interest over mean reward) and the reward at the largest interest, over the first 10 and next 30
-    logged points from the change, each over the last 10 before; the decision takes the candidate re-learning at
-    most 0.85 of S0's steps with the task kept. Without the series, one line (a fresh interpreter: the script must
-    not hide a module of the standard library)."""
+    its concentration, the scale (mean interest over mean reward) and the reward at the largest interest, over the
+    first 10 and next 30 logged points from the change, each over the last 10 before (checked against the same
+    arithmetic on the functions the runs logged); the decision takes the candidate re-learning at most 0.85 of S0's
+    steps with the task kept; an analysis made otherwise, or runs without the tags, are refused. Without the series,
+    one line (a fresh interpreter: the script must not hide a module of the standard library)."""
     from common.sweep import resolve_algo
 
     folder = ROOT / "docs/results/int-scale-6x6"
@@ -2179,14 +2185,18 @@ def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys
              f"{error} --int-scale reward --int-scale-decay 0", "ppo.py --ent-coef 0.05"]  # fmt: skip
     assert probe.ARMS == tuple(resolve_algo(f"algos/{spec}")[0] for spec in specs)
     assert probe.SEEDS == (901, 902, 903, 904, 905) and probe.READING == "threshold x1, span 10"
+    assert (probe.BEFORE, probe.FIRST, probe.NEXT, probe.RATIO_BAR, probe.TASK_MARGIN) == (10, 10, 30, 0.85, 0.02)
 
     s0, s1, s2, s3, f05 = probe.ARMS
-    relearn = {s0: 20_000, s1: 19_000, s2: 12_000, s3: 30_000, f05: 25_000}
-    poi = {"poi/mean": (1.0, 2.0), "poi/max": (4.0, 20.0), "poi/intrinsic_reward_mean": (0.5, 0.1)}
+    relearn = {s0: 20_000, s1: 23_000, s2: 12_000, s3: 30_000, f05: 25_000}  # S1 at 2 from 9,000 on: see below
+    mean = lambda i: 1.0 + i  # noqa: E731  (i: the evaluation's index; the change is logged first at i = 50)
+    largest = lambda i: (4.0 if i < 50 else 20.0) * mean(i)  # noqa: E731
+    reward = lambda i: 0.5 if i < 50 else 0.02 + 0.0001 * i  # noqa: E731
+    poi = {"poi/mean": mean, "poi/max": largest, "poi/intrinsic_reward_mean": reward}
     for arm, steps in relearn.items():
         for seed in probe.SEEDS:
             write_run(tmp_path / "sweep" / "runs", arm, seed, steps + 200 * seed % 1000, 0.9,
-                      more=None if arm == f05 else poi)  # fmt: skip
+                      more=None if arm == f05 else poi, plateau=15_000 if arm == s1 else 0)  # fmt: skip
     here = tmp_path / "R"
     here.mkdir()
     for line in block.replace("\\\n", " ").splitlines():
@@ -2195,36 +2205,55 @@ def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys
             line = line.replace("--reps 5000", "--reps 200")  # the plan's but for the bootstrap's length
             made = forked.run(shlex.split(line.split("#")[0])[1:], ROOT, timeout=600)
             assert made.returncode == 0, made.stderr
-    probe.HERE = here
+    probe.HERE, probe.SETTINGS["reps"] = here, 200
     probe.main()
     printed = capsys.readouterr().out.splitlines()
-    # before: interest 1, largest 4, scale 1 / 0.5 = 2, reward at the largest 4 / 2 = 2; after: 2, 20, 20, 1
-    assert f"| S0 | 901 | {' | '.join(['2', '2', '5', '5', '10', '10', '0.5', '0.5'])} |" in printed
+
+    def window(quantity, indices):
+        return np.mean([quantity(i) for i in indices])
+
+    expected = []
+    for quantity in (mean, largest, lambda i: largest(i) / mean(i), lambda i: mean(i) / reward(i),
+                     lambda i: largest(i) * reward(i) / mean(i)):  # fmt: skip
+        before = window(quantity, range(40, 50))
+        expected += [window(quantity, range(50, 60)) / before, window(quantity, range(60, 90)) / before]
+    row = next(line for line in printed if line.startswith("| S0 | 901 |"))
+    assert [float(cell) for cell in row.strip("| ").split(" | ")[2:]] == pytest.approx(expected, rel=6e-3)
+    assert len(expected) == 10 and expected[-2] < 1 < expected[2]  # the largest rose, the reward at it fell
     assert "S2: the largest interest rose and its reward fell (first 10) in 5 of 5 runs" in printed
-    assert (
-        printed[-1] == f"decision: a claim study of S2 ({s2})" and len([p for p in printed if "(qualifies)" in p]) == 1
-    )
+    assert printed[-1] == f"decision: a claim study of S2 ({s2})" and sum("(qualifies)" in p for p in printed) == 1
     measured = {line.split(" ")[0]: float(line.split("over S0's ")[1].split(" ")[0]) for line in printed[-6:-1]}
     assert measured["S2"] < 0.85 < measured["S1"] < measured["S0"] == 1 < measured["F05"] < measured["S3"]
 
-    def results(ratios: dict, before: dict, after: dict) -> dict:
+    results = json.loads((here / "results.json").read_text())
+    for key, value in [("changed_threshold", 3.0), ("span", 5), ("task_window", 50_000), ("frontier", None)]:
+        with pytest.raises(ValueError, match="not the plan's settings"):
+            probe.decide({**results, "settings": {**results["settings"], key: value}})
+    with pytest.raises(ValueError, match="not from the probe's series"):
+        probe.decide({**results, "settings": {**results["settings"], "folders": ["a/series.jsonl.gz", "b"]}})
+    records = series.read(here / "series.jsonl.gz")
+    del next(rec for rec in records if rec["method"] == s0)["scalars"]["poi/max"]
+    with pytest.raises(ValueError, match="lacks poi/max: make the series with the plan's --tags"):
+        probe.signal(records)
+
+    def made(ratios: dict, before: dict, after: dict) -> dict:
         rows = [{"phase": 1, "method": arm, "readings": {probe.READING: {"iqm": r, "low": r / 2, "high": r * 2}}}
                 for arm, r in ratios.items()]  # fmt: skip
         task = [{"phase": phase, "method": arm, "return_window": {"iqm": value}}
                 for phase, values in enumerate((before, after)) for arm, value in values.items()]  # fmt: skip
-        return {"robustness": rows, "task": task}
+        return {"settings": results["settings"], "robustness": rows, "task": task}
 
     kept = {s0: 0.95, s1: 0.94, s2: 0.93, s3: 0.95, f05: 0.9}
     ratios = {s0: 1.0, s1: 0.85, s2: 0.7, s3: 0.86, f05: 0.9}
-    assert probe.decide(results(ratios, kept, kept))[1] == f"decision: a claim study of S2 ({s2})"
-    lost = probe.decide(results(ratios, kept, {**kept, s2: 0.92}))  # S2 lost 0.03 of the task after the change
+    assert probe.decide(made(ratios, kept, kept))[1] == f"decision: a claim study of S2 ({s2})"
+    lost = probe.decide(made(ratios, kept, {**kept, s2: 0.92}))  # S2 lost 0.03 of the task after the change
     assert lost[1] == f"decision: a claim study of S1 ({s1})"  # at the bar, 0.85, S1 qualifies
-    lost_before = probe.decide(results(ratios, {**kept, s2: 0.92, s1: 0.92}, kept))
+    lost_before = probe.decide(made(ratios, {**kept, s2: 0.92, s1: 0.92}, kept))
     assert lost_before[1].startswith("decision: no claim study")  # S3, at 0.86, does not
-    lines, _ = probe.decide(results({s0: 1.0, s1: 0.9}, kept, kept))
+    lines, _ = probe.decide(made({s0: 1.0, s1: 0.9}, kept, kept))
     assert lines[-1] == f"F05 ({f05}): no runs in the analysis"
     with pytest.raises(ValueError, match="no re-learning or task of S0"):
-        probe.decide(results({s1: 0.5}, kept, kept))
+        probe.decide(made({s1: 0.5}, kept, kept))
     if not (folder / "results.json").exists():
         printed = forked.run([folder / "reading.py"], tmp_path, fresh=True)
         assert printed.returncode == 1 and printed.stderr.strip().splitlines() == [

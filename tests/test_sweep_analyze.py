@@ -589,7 +589,7 @@ def test_a_tiny_real_sweep_analysed_end_to_end(tmp_path):
 
 def test_of_several_attempts_of_a_run_the_finished_one_counts_else_the_latest(tmp_path):
     """find_runs keeps one folder per (env, method, seed): a finished attempt over a later unfinished one, the latest
-    of several finished or of several unfinished."""
+    of several finished (with a note: a study's run was repeated) or of several unfinished."""
     from common.runs import COMPLETION_MARKER
 
     def attempt(seed, time, finished):
@@ -608,7 +608,7 @@ def test_of_several_attempts_of_a_run_the_finished_one_counts_else_the_latest(tm
         (2, "E__m__2__200", False),
         (3, "E__m__3__200", True),
     ]
-    assert notes == []
+    assert notes == ["E__m__3 finished 2 times: the latest counts (200)"]  # a repeated run is said
 
 
 def test_the_asymptotic_loss_is_the_lowest_not_the_last():

@@ -3,10 +3,11 @@
     python docs/results/int-scale-6x6/reading.py
 
 Prints what the scale does at the change, per run of the interest arms: the interest (the rollout's mean and its
-largest), the scale (the reward's divisor: mean interest over mean reward, one number a rollout) and the reward of
-the rollout's most interesting transition (largest interest over the scale), each as its mean over the first 10 and
-the next 30 logged iterations from the change over its mean over the last 10 before; then the re-learning and the
-task per arm (common.analyze's results.json, the plan's reading) and the decision line last.
+largest), the concentration (largest over mean, which no scale changes), the scale (the reward's divisor: mean
+interest over mean reward, one number a rollout) and the reward of the rollout's most interesting transition
+(largest interest over the scale), each as its mean over the first 10 and the next 30 logged iterations from the
+change over its mean over the last 10 before; then the re-learning and the task per arm (common.analyze's
+results.json, made with the plan's settings, checked here) and the decision line last.
 """
 
 import json
@@ -29,7 +30,21 @@ SEEDS = (901, 902, 903, 904, 905)
 BEFORE, FIRST, NEXT = 10, 10, 30  # logged iterations: the last before the change; the first and the next after it
 RATIO_BAR, TASK_MARGIN = 0.85, 0.02  # a candidate's re-learning over S0's at most this; its task at most 0.02 less
 READING = "threshold x1, span 10"  # the plan's reading of common.analyze's robustness table
-QUANTITIES = ("interest", "largest interest", "scale", "reward at the largest")
+QUANTITIES = ("interest", "largest interest", "concentration", "scale", "reward at the largest")
+TAGS = ("poi/mean", "poi/max", "poi/intrinsic_reward_mean")  # what the series keeps of each interest run (--tags)
+SETTINGS = {  # what the plan's analysis command makes (`settings` in its results.json)
+    "span": 10,
+    "changed_threshold": 1.0,
+    "relative": None,
+    "reps": 5000,
+    "seed": 0,
+    "task_window": 100_000,
+    "drop_unsuccessful": False,
+    "methods": None,
+    "baseline": S0,
+    "frontier": ["ppo-ent-coef-0.05"],
+    "frontier_loss": "changed",
+}
 
 
 def change_step(scalars: dict) -> int:
@@ -49,13 +64,14 @@ def ratios(points: list, change: int) -> tuple[float, float]:
 
 
 def per_iteration(scalars: dict) -> dict:
-    """{quantity: [(step, value)]}: the interest, its largest, the scale (the divisor of every transition's
-    interest: mean interest over mean reward) and the reward of the largest interest."""
+    """{quantity: [(step, value)]}: the interest, its largest, their ratio, the scale (the divisor of every
+    transition's interest: mean interest over mean reward) and the reward of the largest interest."""
     interest, largest = scalars["poi/mean"], scalars["poi/max"]
     reward = dict(scalars["poi/intrinsic_reward_mean"])
+    concentration = [(step, top / mean) for (step, mean), (_, top) in zip(interest, largest)]
     scale = [(step, value / reward[step]) for step, value in interest]
     at_largest = [(step, value / divisor) for (step, value), (_, divisor) in zip(largest, scale)]
-    return dict(zip(QUANTITIES, (interest, largest, scale, at_largest)))
+    return dict(zip(QUANTITIES, (interest, largest, concentration, scale, at_largest)))
 
 
 def signal(records: list[dict]) -> dict:
@@ -63,6 +79,9 @@ def signal(records: list[dict]) -> dict:
     table = {arm: [] for arm in ARMS[:4]}
     for rec in sorted(records, key=lambda rec: rec["seed"]):
         if rec["method"] in table and rec["finished"]:
+            lacking = [tag for tag in TAGS if tag not in rec["scalars"]]
+            if lacking:
+                raise ValueError(f"{rec['run']} lacks {', '.join(lacking)}: make the series with the plan's --tags")
             change = change_step(rec["scalars"])
             read_off = {name: ratios(points, change) for name, points in per_iteration(rec["scalars"]).items()}
             table[rec["method"]].append((rec["seed"], read_off))
@@ -76,6 +95,14 @@ def by_method(rows: list, phase: int) -> dict:
 def decide(results: dict) -> tuple[list[str], str]:
     """The per-arm lines and the decision: the candidate (S1, S2, S3) whose IQM re-learning over S0's is at most
     RATIO_BAR and whose task in each phase is at most TASK_MARGIN below S0's, the lowest ratio first."""
+    wrong = {
+        key: results["settings"].get(key) for key, value in SETTINGS.items() if results["settings"].get(key) != value
+    }
+    if wrong:
+        raise ValueError(f"the analysis was made with {wrong}, not the plan's settings")
+    folders = results["settings"].get("folders") or []
+    if len(folders) != 1 or Path(folders[0]).name != "series.jsonl.gz":
+        raise ValueError(f"the analysis was made from {folders}, not from the probe's series.jsonl.gz alone")
     relearn = by_method(results["robustness"], 1)
     task = [by_method(results["task"], phase) for phase in (0, 1)]
     if S0 not in relearn or any(S0 not in rows for rows in task):
@@ -106,7 +133,11 @@ def main() -> None:
     missing = [name for name in ("series.jsonl.gz", "results.json") if not (HERE / name).exists()]
     if missing:
         sys.exit(f"{' and '.join(missing)} missing in {HERE}: run the plan's commands first (PLAN.md)")
-    table = signal(read(HERE / "series.jsonl.gz"))
+    try:
+        table = signal(read(HERE / "series.jsonl.gz"))
+        lines, decision = decide(json.loads((HERE / "results.json").read_text()))
+    except ValueError as error:
+        sys.exit(f"error: {error}")
     print("| arm | seed | " + " | ".join(f"{name}, first 10 | next 30" for name in QUANTITIES) + " |")
     print("|-|-:|" + "-:|" * 2 * len(QUANTITIES))
     for arm, rows in table.items():
@@ -116,10 +147,6 @@ def main() -> None:
     for arm, rows in table.items():
         damped = sum(1 for _, r in rows if r["largest interest"][0] > 1 and r["reward at the largest"][0] < 1)
         print(f"{NAMES[arm]}: the largest interest rose and its reward fell (first 10) in {damped} of {len(rows)} runs")
-    try:
-        lines, decision = decide(json.loads((HERE / "results.json").read_text()))
-    except ValueError as error:
-        sys.exit(f"error: {error}")
     print("\n".join(lines))
     print(decision)
 
