@@ -18,6 +18,8 @@ A run saved with `--save-model` holds `policy.pt2`, its policy exported with tor
   unit embedding (`size`); absent for the other files;
 - `correct_key_color`: ColorDoorKey's correct colour for the evaluation (the run's last phase;
   `--key-color` overrides it).
+A description that does not fit its policy (a size the program does not take) or its env is refused, one line,
+before any episode.
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ def make_eval_env(meta: dict, key_color: str | None, render: bool) -> gym.Env:
 
         env = gym.make(resolve_env_id(meta["env"]), render_mode=render_mode)
         color = key_color or meta.get("correct_key_color")
+        if color is not None and not hasattr(env.unwrapped, "set_correct_key_color"):
+            raise ValueError(f"{meta['env']} has no key colours to set (correct_key_color {color!r})")
         if color is not None:
             env.unwrapped.set_correct_key_color(color)
         return OneHotFlatObs(env)
@@ -103,20 +107,17 @@ def evaluate(
     returns and lengths of the episodes and their means and stds."""
     run_dir = Path(run_dir)
     meta = read_policy_meta(run_dir)
+    env = make_described_env(run_dir, meta, key_color, video)
     try:
-        env = make_eval_env(meta, key_color, video)
-    except gym.error.Error as error:  # an env this machine does not have (ValueError: a name envs/ refuses)
-        raise ValueError(f"{run_dir / POLICY_META}: its env cannot be made ({first_line(error)})") from None
-    try:
-        policy = torch.export.load(run_dir / POLICY).module()
-    except Exception as error:  # noqa: BLE001 (a damaged archive can raise almost anything)
+        policy = load_program(run_dir).module()
+    except ValueError:
         env.close()
-        raise ValueError(f"{run_dir / POLICY} cannot be read ({first_line(error)})") from None
+        raise
+    transform = observation_transform(meta)
     if video:
         env = gym.wrappers.RecordVideo(env, str(run_dir / "eval_videos"), episode_trigger=lambda episode: True)
     if isinstance(env.action_space, gym.spaces.Box):
         env = gym.wrappers.ClipAction(env)
-    transform = observation_transform(meta)
     generator = torch.Generator().manual_seed(seed)
     returns, lengths = [], []
     for episode in range(episodes):
@@ -161,6 +162,8 @@ def read_policy_meta(run_dir: Path) -> dict:
     wrong = [key for key, kind in META_KEYS.items() if type(meta.get(key)) is not kind]  # bool is no size
     if wrong:
         raise ValueError(f"{path} lacks or mistypes {', '.join(wrong)}")
+    if meta["noise_size"] < 1:
+        raise ValueError(f"{path}: noise_size is {meta['noise_size']}, not a positive size")
     for key, choices in META_CHOICES.items():
         if meta[key] not in choices:
             raise ValueError(f"{path}: {key} is {meta[key]!r}, not one of {', '.join(choices)}")
@@ -174,6 +177,47 @@ def read_policy_meta(run_dir: Path) -> dict:
     if condition is not None and not (one_hot or vector):
         raise ValueError(f"{path}: condition is neither a one_hot with probs nor a unit_vector with a size")
     return meta
+
+
+def make_described_env(run_dir: Path, meta: dict, key_color: str | None, render: bool) -> gym.Env:
+    """`make_eval_env`; ValueError naming the description where its env is one this machine does not have (a name
+    envs/ refuses is its own ValueError)."""
+    try:
+        return make_eval_env(meta, key_color, render)
+    except gym.error.Error as error:
+        raise ValueError(f"{run_dir / POLICY_META}: its env cannot be made ({first_line(error)})") from None
+
+
+def load_program(run_dir: Path):
+    """The exported policy's program; ValueError naming the archive where it cannot be read."""
+    try:
+        return torch.export.load(run_dir / POLICY)
+    except Exception as error:  # noqa: BLE001 (a damaged archive can raise almost anything)
+        raise ValueError(f"{run_dir / POLICY} cannot be read ({first_line(error)})") from None
+
+
+def check_fits(run_dir: Path, meta: dict, key_color: str | None) -> None:
+    """ValueError, one line, unless the description (a hand may have edited it) fits its env and the exported
+    policy: its env can be made, its normalisation and condition read, and the policy takes an observation, a noise
+    and a condition of the sizes they give (read off the program's inputs: nothing is run)."""
+    path = run_dir / POLICY_META
+    env = make_described_env(run_dir, meta, key_color, render=False)
+    try:
+        obs_size = observation_transform(meta)(np.zeros(env.observation_space.shape)).size
+        draw_condition(meta, torch.Generator().manual_seed(0))
+    except Exception as error:  # noqa: BLE001 (a missing key, a wrong type, a shape)
+        raise ValueError(f"{path} does not fit its env ({first_line(error)})") from None
+    finally:
+        env.close()
+    program = load_program(run_dir)
+    names = set(program.graph_signature.user_inputs)
+    takes = {n.name: n.meta["val"].shape[-1] for n in program.graph.nodes if n.op == "placeholder" and n.name in names}
+    given = {"obs": obs_size, "noise": meta["noise_size"], "condition": condition_size(meta)}
+    wrong = [
+        f"{name} of size {size} (it takes {takes.get(name)})" for name, size in given.items() if takes.get(name) != size
+    ]
+    if wrong:
+        raise ValueError(f"{path} does not fit {POLICY}: {', '.join(wrong)}")
 
 
 def draw_noise(meta: dict, generator: torch.Generator) -> torch.Tensor:
@@ -242,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         meta = read_policy_meta(run_dir)
         if args.key_color is not None and meta.get("correct_key_color") is None:
             raise ValueError("--key-color needs a ColorDoorKey run")
+        check_fits(run_dir, meta, args.key_color)
         result = evaluate(run_dir, args.episodes, args.deterministic, args.seed, args.video, args.key_color)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -236,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         "--tags", nargs="+", default=[], help="more tags to keep, to 4 significant digits (e.g. poi/mean)"
     )
     args = parser.parse_args(argv)
+    if {RETURN, LENGTH} & set(args.tags):
+        print(f"error: --tags cannot name {RETURN} or {LENGTH}: the series keeps the episodes in bins", file=sys.stderr)
+        return 1
     if not args.out.name.endswith(".jsonl.gz"):
         print(f"error: --out must end in .jsonl.gz, got {args.out}", file=sys.stderr)
         return 1
@@ -258,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     more = tuple(args.tags)
     records = [record(run, read_scalars(run.path) if run.episodes is None else run.scalars, more) for run in finished]
     write(records, args.out)
+    notes += [f"no run logged --tags {tag} (a typo?)" for tag in more if not any(tag in rec["tags"] for rec in records)]
     for note in notes:
         print(f"note: {note}")
     print(

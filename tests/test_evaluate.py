@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from common.evaluate import POLICY, draw_condition, draw_noise, evaluate, save_policy
+from common.evaluate import POLICY, draw_condition, draw_noise, evaluate, main, save_policy
 from tests import forked
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -196,6 +196,9 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path, monkeypatc
         def __init__(self, program):
             self.program = program
 
+        def __getattr__(self, name):  # the program's inputs, read by common.evaluate's check before the episodes
+            return getattr(self.program, name)
+
         def module(self):
             policy = self.program.module()
 
@@ -278,3 +281,35 @@ def test_evaluate_rejects_bad_input_with_one_line(tmp_path, folder, flags, messa
     cli = forked.run(["-m", "common.evaluate", tmp_path / folder, *flags], ROOT, timeout=60, fresh=fresh)
     lines = cli.stderr.strip().splitlines()
     assert cli.returncode == 1 and len(lines) == 1 and message.format(tmp_path=tmp_path) in lines[0], cli.stderr
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        ({"noise_size": 5}, "policy.json does not fit policy.pt2: noise of size 5 (it takes 7)"),
+        ({"noise_size": -1}, "policy.json: noise_size is -1, not a positive size"),
+        (
+            {"condition": {"kind": "unit_vector", "size": 4}},
+            "does not fit policy.pt2: condition of size 4 (it takes 0)",
+        ),
+        ({"condition": {"kind": "one_hot", "probs": ["a"]}}, "policy.json does not fit its env ("),
+        ({"env": "MiniGrid-Empty-5x5-v0"}, "MiniGrid-Empty-5x5-v0 has no key colours to set (correct_key_color 'red')"),
+        ({"obs_dim": 147}, "does not fit policy.pt2: obs of size 980 (it takes 147)"),  # a policy of another view
+    ],
+)
+def test_a_description_that_does_not_fit_its_policy_is_one_line_before_any_episode(tmp_path, edit, message):
+    """A real exported policy whose policy.json a hand has edited (or another policy under it): a size, a
+    condition or an env that does not fit is one line naming the file (or the env), exit 1, before any episode."""
+    from algos.ppo import Agent
+
+    meta = dict(
+        env="ColorDoorKey-6x6", observation="one_hot_view", noise="gumbel", noise_size=7, correct_key_color="red"
+    )
+    obs_dim = edit.pop("obs_dim", 980)
+    save_policy(tmp_path, Agent(obs_dim, 7), obs_dim, meta)
+    if obs_dim == 980:
+        assert main([str(tmp_path), "--episodes", "1"]) == 0  # as saved, it runs
+    (tmp_path / "policy.json").write_text(json.dumps({**meta, **edit}))
+    cli = forked.run(["-m", "common.evaluate", tmp_path, "--episodes", "1"], ROOT, timeout=60)
+    lines = cli.stderr.strip().splitlines()
+    assert cli.returncode == 1 and len(lines) == 1 and message in lines[0], cli.stderr

@@ -756,7 +756,7 @@ def test_the_series_keeps_each_kept_tag_and_rounds_the_rounded_ones():
     assert {"poi/old_world_rows", "poi/old_world_interest"} <= set(SERIES_TAGS)  # the continuous study's SAC half
 
 
-def test_the_series_keeps_the_tags_a_study_names_to_four_digits(tmp_path):
+def test_the_series_keeps_the_tags_a_study_names_to_four_digits(tmp_path, capsys):
     """`--tags`: a study's own tags kept beside SERIES_TAGS, to 4 significant digits, at every logged step; a named
     tag a run never logged stays absent; a series made again from that series keeps them, named or not (run by
     the tool). With no finished run the tool writes nothing."""
@@ -775,6 +775,10 @@ def test_the_series_keeps_the_tags_a_study_names_to_four_digits(tmp_path):
     (run / "finished.json").write_text("{}")
     first, again = tmp_path / "a.jsonl.gz", tmp_path / "b.jsonl.gz"
     assert main([str(tmp_path / "runs"), "--tags", "poi/mean", "poi/nothing", "--out", str(first)]) == 0
+    assert "note: no run logged --tags poi/nothing (a typo?)" in capsys.readouterr().out
+    assert analyze.find_runs([tmp_path / "runs", first])[1] == analyze.find_runs([first, first])[1] == []  # no repeat
+    for episodes in ("charts/episodic_return", "charts/episodic_length"):  # kept in bins, not as points
+        assert main([str(tmp_path / "runs"), "--tags", episodes, "--out", str(tmp_path / "e.jsonl.gz")]) == 1
     assert main([str(first), "--out", str(again)]) == 0  # a merge keeps them unnamed
     for path in (first, again):
         (rec,) = read(path)
@@ -2192,11 +2196,13 @@ def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys
     mean = lambda i: 1.0 + i  # noqa: E731  (i: the evaluation's index; the change is logged first at i = 50)
     largest = lambda i: (4.0 if i < 50 else 20.0) * mean(i)  # noqa: E731
     reward = lambda i: 0.5 if i < 50 else 0.02 + 0.0001 * i  # noqa: E731
+    recovered = lambda i: 0.5 if i < 50 else 0.02 if i < 60 else 10.0  # noqa: E731  (S3: the reward back, and more)
     poi = {"poi/mean": mean, "poi/max": largest, "poi/intrinsic_reward_mean": reward}
     for arm, steps in relearn.items():
+        logged = None if arm == f05 else {**poi, "poi/intrinsic_reward_mean": recovered} if arm == s3 else poi
         for seed in probe.SEEDS:
-            write_run(tmp_path / "sweep" / "runs", arm, seed, steps + 200 * seed % 1000, 0.9,
-                      more=None if arm == f05 else poi, plateau=15_000 if arm == s1 else 0)  # fmt: skip
+            write_run(tmp_path / "sweep" / "runs", arm, seed, steps + 200 * seed % 1000, 0.9, more=logged,
+                      plateau=15_000 if arm == s1 else 0)  # fmt: skip
     here = tmp_path / "R"
     here.mkdir()
     for line in block.replace("\\\n", " ").splitlines():
@@ -2221,6 +2227,9 @@ def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys
     assert [float(cell) for cell in row.strip("| ").split(" | ")[2:]] == pytest.approx(expected, rel=6e-3)
     assert len(expected) == 10 and expected[-2] < 1 < expected[2]  # the largest rose, the reward at it fell
     assert "S2: the largest interest rose and its reward fell (first 10) in 5 of 5 runs" in printed
+    s3_row = next(line for line in printed if line.startswith("| S3 | 901 |")).strip("| ").split(" | ")
+    assert float(s3_row[-2]) < 1 < float(s3_row[-1])  # the reward at the largest fell, then rose past its old level
+    assert "S3: the largest interest rose and its reward fell (first 10) in 5 of 5 runs" in printed  # the first 10
     assert printed[-1] == f"decision: a claim study of S2 ({s2})" and sum("(qualifies)" in p for p in printed) == 1
     measured = {line.split(" ")[0]: float(line.split("over S0's ")[1].split(" ")[0]) for line in printed[-6:-1]}
     assert measured["S2"] < 0.85 < measured["S1"] < measured["S0"] == 1 < measured["F05"] < measured["S3"]
@@ -2235,6 +2244,14 @@ def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys
     del next(rec for rec in records if rec["method"] == s0)["scalars"]["poi/max"]
     with pytest.raises(ValueError, match="lacks poi/max: make the series with the plan's --tags"):
         probe.signal(records)
+    cut = series.read(here / "series.jsonl.gz")
+    first = next(rec for rec in cut if rec["method"] == s0)
+    first["scalars"] = {tag: points[:55] for tag, points in first["scalars"].items()}  # 5 points after the change
+    with pytest.raises(ValueError, match=f"{first['run']}: ValueError..too few points around the change"):
+        probe.signal(cut)
+    first["scalars"]["charts/phase"] = [(1000, 0.0)]
+    with pytest.raises(ValueError, match="no second phase"):
+        probe.signal(cut)
 
     def made(ratios: dict, before: dict, after: dict) -> dict:
         rows = [{"phase": 1, "method": arm, "readings": {probe.READING: {"iqm": r, "low": r / 2, "high": r * 2}}}

@@ -49,7 +49,10 @@ SETTINGS = {  # what the plan's analysis command makes (`settings` in its result
 
 def change_step(scalars: dict) -> int:
     """The first step the run logged in its second phase."""
-    return next(step for step, value in scalars["charts/phase"] if value >= 1)
+    step = next((step for step, value in scalars["charts/phase"] if value >= 1), None)
+    if step is None:
+        raise ValueError("no second phase")
+    return step
 
 
 def ratios(points: list, change: int) -> tuple[float, float]:
@@ -82,8 +85,11 @@ def signal(records: list[dict]) -> dict:
             lacking = [tag for tag in TAGS if tag not in rec["scalars"]]
             if lacking:
                 raise ValueError(f"{rec['run']} lacks {', '.join(lacking)}: make the series with the plan's --tags")
-            change = change_step(rec["scalars"])
-            read_off = {name: ratios(points, change) for name, points in per_iteration(rec["scalars"]).items()}
+            try:
+                change = change_step(rec["scalars"])
+                read_off = {name: ratios(points, change) for name, points in per_iteration(rec["scalars"]).items()}
+            except (ValueError, KeyError, ZeroDivisionError) as error:  # a run cut short, a point missing, a zero
+                raise ValueError(f"{rec['run']}: {error!r}") from None
             table[rec["method"]].append((rec["seed"], read_off))
     return table
 
