@@ -107,13 +107,20 @@ def evaluate(
     returns and lengths of the episodes and their means and stds."""
     run_dir = Path(run_dir)
     meta = read_policy_meta(run_dir)
-    env = make_described_env(run_dir, meta, key_color, video)
     try:
-        policy = load_program(run_dir).module()
+        env = make_eval_env(meta, key_color, video)
+    except gym.error.Error as error:  # an env this machine does not have (ValueError: a name envs/ refuses)
+        raise ValueError(f"{run_dir / POLICY_META}: its env cannot be made ({first_line(error)})") from None
+    try:
+        try:
+            program = torch.export.load(run_dir / POLICY)
+        except Exception as error:  # noqa: BLE001 (a damaged archive can raise almost anything)
+            raise ValueError(f"{run_dir / POLICY} cannot be read ({first_line(error)})") from None
+        transform = fitted(run_dir, meta, program, env)
     except ValueError:
         env.close()
         raise
-    transform = observation_transform(meta)
+    policy = program.module()
     if video:
         env = gym.wrappers.RecordVideo(env, str(run_dir / "eval_videos"), episode_trigger=lambda episode: True)
     if isinstance(env.action_space, gym.spaces.Box):
@@ -179,37 +186,17 @@ def read_policy_meta(run_dir: Path) -> dict:
     return meta
 
 
-def make_described_env(run_dir: Path, meta: dict, key_color: str | None, render: bool) -> gym.Env:
-    """`make_eval_env`; ValueError naming the description where its env is one this machine does not have (a name
-    envs/ refuses is its own ValueError)."""
-    try:
-        return make_eval_env(meta, key_color, render)
-    except gym.error.Error as error:
-        raise ValueError(f"{run_dir / POLICY_META}: its env cannot be made ({first_line(error)})") from None
-
-
-def load_program(run_dir: Path):
-    """The exported policy's program; ValueError naming the archive where it cannot be read."""
-    try:
-        return torch.export.load(run_dir / POLICY)
-    except Exception as error:  # noqa: BLE001 (a damaged archive can raise almost anything)
-        raise ValueError(f"{run_dir / POLICY} cannot be read ({first_line(error)})") from None
-
-
-def check_fits(run_dir: Path, meta: dict, key_color: str | None) -> None:
-    """ValueError, one line, unless the description (a hand may have edited it) fits its env and the exported
-    policy: its env can be made, its normalisation and condition read, and the policy takes an observation, a noise
-    and a condition of the sizes they give (read off the program's inputs: nothing is run)."""
+def fitted(run_dir: Path, meta: dict, program, env: gym.Env):
+    """`observation_transform(meta)`, once the description (a hand may have edited it) is seen to fit its env and the
+    exported program: its normalisation and condition read, and the program takes an observation, a noise and a
+    condition of the sizes they give (read off its inputs: nothing is run); ValueError, one line, where not."""
     path = run_dir / POLICY_META
-    env = make_described_env(run_dir, meta, key_color, render=False)
     try:
-        obs_size = observation_transform(meta)(np.zeros(env.observation_space.shape)).size
+        transform = observation_transform(meta)
+        obs_size = transform(np.zeros(env.observation_space.shape)).size
         draw_condition(meta, torch.Generator().manual_seed(0))
     except Exception as error:  # noqa: BLE001 (a missing key, a wrong type, a shape)
         raise ValueError(f"{path} does not fit its env ({first_line(error)})") from None
-    finally:
-        env.close()
-    program = load_program(run_dir)
     names = set(program.graph_signature.user_inputs)
     takes = {n.name: n.meta["val"].shape[-1] for n in program.graph.nodes if n.op == "placeholder" and n.name in names}
     given = {"obs": obs_size, "noise": meta["noise_size"], "condition": condition_size(meta)}
@@ -218,6 +205,7 @@ def check_fits(run_dir: Path, meta: dict, key_color: str | None) -> None:
     ]
     if wrong:
         raise ValueError(f"{path} does not fit {POLICY}: {', '.join(wrong)}")
+    return transform
 
 
 def draw_noise(meta: dict, generator: torch.Generator) -> torch.Tensor:
@@ -286,7 +274,6 @@ def main(argv: list[str] | None = None) -> int:
         meta = read_policy_meta(run_dir)
         if args.key_color is not None and meta.get("correct_key_color") is None:
             raise ValueError("--key-color needs a ColorDoorKey run")
-        check_fits(run_dir, meta, args.key_color)
         result = evaluate(run_dir, args.episodes, args.deterministic, args.seed, args.video, args.key_color)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -101,6 +101,12 @@ def test_a_saved_then_task_agent_is_evaluated_with_its_skill_for_each_episode_s_
     fed = []
 
     class Recorder:  # turns left, so each episode runs to the step limit
+        def __init__(self, program):
+            self.program = program
+
+        def __getattr__(self, name):  # the program's inputs, which common.evaluate checks before the episodes
+            return getattr(self.program, name)
+
         def module(self):
             return self
 
@@ -108,7 +114,8 @@ def test_a_saved_then_task_agent_is_evaluated_with_its_skill_for_each_episode_s_
             fed.append(condition.clone())
             return torch.zeros(1, dtype=torch.long)
 
-    monkeypatch.setattr(torch.export, "load", lambda path: Recorder())
+    load = torch.export.load
+    monkeypatch.setattr(torch.export, "load", lambda path: Recorder(load(path)))
     lengths = evaluate(run_dir, episodes=2)["lengths"]
     assert sum(lengths) == len(fed) and min(lengths) > 5
     for start, length in zip((0, lengths[0]), lengths):
@@ -196,7 +203,7 @@ def test_evaluate_runs_a_saved_run_and_matches_a_plain_loop(tmp_path, monkeypatc
         def __init__(self, program):
             self.program = program
 
-        def __getattr__(self, name):  # the program's inputs, read by common.evaluate's check before the episodes
+        def __getattr__(self, name):  # the program's inputs, which common.evaluate checks before the episodes
             return getattr(self.program, name)
 
         def module(self):
