@@ -125,7 +125,7 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     """members of the external model's ensemble (interest field `ensemble`)"""
     num_skills: int = 8
     """number of skills z; the policy and the values see the observation and a one-hot z"""
-    diayn_coef: float = 1.0
+    diayn_coef: float = 2.0
     """weight of the DIAYN advantages (reward log q(z|s') - log p(z), p uniform; normalised per minibatch; the weights mix as shares of their sum)"""
     diayn_after_return: float = 0.0
     """the DIAYN advantages count only while the mean return of the last 100 episodes is at least this (live, after SMERL: diversity only while the task is done; 0, or --no-task-reward: always)"""
@@ -144,10 +144,11 @@ class Args(RunArgs):  # and the run's own flags: RunArgs in common/runs.py
     """how many of the envs (the first ones) carry skills and the DIAYN reward; the others see no skill (a zero skill
     input) and learn the task alone (default: all of them)"""
     skill_steps: int = 32
-    """an env also draws a new skill after this many steps of one skill within an episode (0: one skill per episode)"""
-    skill_then_task: bool = False
+    """the steps of an episode's skill (then the task alone); with --no-skill-then-task, a new skill after this many
+    steps of one skill within an episode (0: one skill per episode)"""
+    skill_then_task: bool = True
     """an episode carries one skill for its first --skill-steps steps, then none (a zero skill input, no DIAYN reward:
-    the task alone) until it ends"""
+    the task alone) until it ends; --no-skill-then-task: a new skill after every --skill-steps steps until it ends"""
     skill_warmstart: int = 100_000
     """skills are drawn uniformly before this global step"""
     skill_states: int = 512
@@ -227,7 +228,11 @@ def fill_in_defaults(args: Args) -> None:
     if args.skill_envs > args.num_envs:
         raise ValueError(f"--skill-envs must be at most --num-envs={args.num_envs}, got {args.skill_envs}")
     if args.skill_then_task and args.skill_steps == 0:
-        raise ValueError("--skill-then-task needs --skill-steps above 0 (the steps of an episode's skill)")
+        raise ValueError(
+            "--skill-steps 0 (one skill per episode) needs --no-skill-then-task: by default it is a skill's length"
+        )
+    if args.skill_then_task and args.no_task_reward:
+        raise ValueError("--no-task-reward needs --no-skill-then-task (the steps after a skill are the task's)")
     if args.skill_interest == "error" and args.state_sampler != "rollouts":
         raise ValueError("--skill-interest error needs --state-sampler rollouts (the rollout's targets)")
     if args.interest_field == "mc_dropout" and args.mc_samples < 2:

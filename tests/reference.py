@@ -35,9 +35,11 @@ FLAGS = {
     "ppo_poi_replay.py": DISCRETE + ["--replay-size", "256"],
     # its draw counts, kept past the iteration after resume
     "ppo_poi_replay.py --model-data curious": DISCRETE + "--replay-size 384 --model-data curious".split(),
-    "ppo_poi_diayn.py": DISCRETE + ["--skill-steps", "24"],  # a skill ends mid-rollout and across the checkpoint
-    # each episode's skill for its first 24 steps, then none: rollouts without a step with a skill, on both sides of it
-    "ppo_poi_diayn.py --skill-then-task": DISCRETE + ["--skill-steps", "24", "--skill-then-task"],
+    # each episode's skill for its first 24 steps, then none: rollouts without a step with a skill, on both sides of
+    # the checkpoint
+    "ppo_poi_diayn.py": DISCRETE + ["--skill-steps", "24"],
+    # a new skill every 24 steps: a skill ends mid-rollout and across the checkpoint
+    "ppo_poi_diayn.py --no-skill-then-task": DISCRETE + ["--skill-steps", "24", "--no-skill-then-task"],
     "ppo_poi_emb.py": FROM_START,
     # the continuous files on a world that changes: PPO's changes in the first iteration (its checkpoint is in phase 1)
     # and after the fourth, 256 held-out steps

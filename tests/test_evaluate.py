@@ -87,13 +87,13 @@ def test_a_skill_ends_in_the_evaluation_where_it_ends_in_training(then_task):
 
 
 def test_a_saved_then_task_agent_is_evaluated_with_its_skill_for_each_episode_s_first_steps_only(tmp_path, monkeypatch):
-    """A --skill-then-task run saved with --save-model records when its skills end, and common.evaluate feeds the
-    policy each episode's skill for its first --skill-steps steps and a zero input after them (a policy that records
-    what it is fed stands in for the exported one)."""
+    """A run with --skill-then-task (the default) saved with --save-model records when its skills end, and
+    common.evaluate feeds the policy each episode's skill for its first --skill-steps steps and a zero input after them
+    (a policy that records what it is fed stands in for the exported one)."""
     from tests.test_smoke import only_run_dir, run
 
     flags = ["--env", "ColorDoorKey-6x6", "--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2"]
-    flags += ["--eval-steps", "64", "--total-timesteps", "128", "--skill-steps", "5", "--skill-then-task"]
+    flags += ["--eval-steps", "64", "--total-timesteps", "128", "--skill-steps", "5"]
     run(tmp_path, *flags, "--save-model", script="algos/ppo_poi_diayn.py")
     run_dir = only_run_dir(tmp_path)
     spec = json.loads((run_dir / "policy.json").read_text())["condition"]

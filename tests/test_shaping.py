@@ -325,10 +325,10 @@ def test_shaping_files_log_everything_ppo_logs_and_their_own(tmp_path, script, f
     if "diayn" in script:
         probs = np.array([[v for _, v in scalars[f"skills/prob_{k}"]] for k in range(5)])
         assert np.allclose(probs.sum(0), 1.0) and np.allclose(probs[:, 0], 0.2)  # uniform during the warm start
-        correct = (
-            np.array([v for _, v in scalars["diayn/disc_accuracy"]]) * 2 * 128
-        )  # a share of the rollout's 256 steps
-        assert np.allclose(correct, np.round(correct), atol=1e-3)
+        # a share of the rollout's steps with a skill (each episode's first 32 under --skill-then-task, the default)
+        with_skill = {step: share * 2 * 128 for step, share in scalars["diayn/skill_share"]}
+        correct = np.array([v * with_skill[step] for step, v in scalars["diayn/disc_accuracy"]])
+        assert np.allclose(correct, np.round(correct), atol=1e-3) and min(with_skill.values()) < 256
 
 
 SHAPING_BAD_FLAGS = [
@@ -337,7 +337,8 @@ SHAPING_BAD_FLAGS = [
     ("ppo_poi_diayn", ["--disc-input", "xy"], "--disc-input xy needs a ColorDoorKey env (its info has the cells) and"),
     ("ppo_poi_diayn", ["--skill-interest", "error"], "--skill-interest error needs --state-sampler rollouts"),
     ("ppo_poi_diayn", ["--skill-envs", "17"], "--skill-envs must be at most --num-envs=16, got 17"),
-    ("ppo_poi_diayn", ["--skill-then-task", "--skill-steps", "0"], "--skill-then-task needs --skill-steps above 0"),
+    ("ppo_poi_diayn", ["--skill-steps", "0"], "--skill-steps 0 (one skill per episode) needs --no-skill-then-task: by"),
+    ("ppo_poi_diayn", ["--no-task-reward"], "--no-task-reward needs --no-skill-then-task"),
     ("ppo_poi_emb", ["--emb-size", "0"], "--emb-size must be positive, got 0"),
     ("ppo_poi_emb", ["--interest-field", "ensemble", "--ensemble-size", "1"], "--ensemble-size must be at least 2"),
 ]
@@ -353,7 +354,9 @@ def test_shaping_files_reject_bad_flags_naming_them(name, flags, message):
     assert str(error.value).startswith(message) and "\n" not in str(error.value)
 
 
-@pytest.mark.parametrize("name, flags, message", [SHAPING_BAD_FLAGS[0], SHAPING_BAD_FLAGS[6]])
+@pytest.mark.parametrize(
+    "name, flags, message", [f for f in SHAPING_BAD_FLAGS if f[1][0] in ("--num-skills", "--emb-size")]
+)
 def test_shaping_files_reject_bad_flags_on_the_command_line_with_one_line(tmp_path, name, flags, message):
     """Each file's command-line path, in a fresh interpreter: one line, exit 1, no run folder."""
     proc = run(tmp_path, *flags, script=f"algos/{name}.py", check=False, fresh=True)
@@ -409,8 +412,8 @@ def test_the_diayn_gate_holds_the_skills_back_until_the_task_is_done(tmp_path):
 
     gated, never = scalars("--diayn-after-return", "0.001"), scalars("--diayn-coef", "0")
     steps, weights = zip(*gated["diayn/weight"])
-    opened = weights.index(1.0)
-    assert 0 < opened and set(weights[:opened]) == {0.0} and set(weights[opened:]) == {1.0}
+    opened = weights.index(diayn.Args.diayn_coef)
+    assert 0 < opened and set(weights[:opened]) == {0.0} and set(weights[opened:]) == {diayn.Args.diayn_coef}
     ended = [step for step, _ in gated["charts/episodic_return"]]
     assert sum(s <= steps[opened - 1] for s in ended) < 100 <= sum(s <= steps[opened] for s in ended)
     assert policy_losses(gated)[:opened] == policy_losses(never)[:opened]
@@ -437,7 +440,7 @@ def test_the_diayn_return_bootstraps_at_a_termination_only_with_its_flag(tmp_pat
     flags += ("--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "2048", *DIAYN)
     # one skill per episode and no truncation before the first termination (100 steps): nothing else writes a final
     # DIAYN value before it, so a wrong bootstrap that reads an unwritten one (0) cannot pass for the right one
-    flags += ("--skill-steps", "0")
+    flags += ("--skill-steps", "0", "--no-skill-then-task")
 
     def scalars(name, *extra):
         folder = tmp_path / name
@@ -477,14 +480,14 @@ def test_the_diayn_return_bootstraps_at_a_termination_only_with_its_flag(tmp_pat
 
 @pytest.mark.parametrize("then_task", [False, True])
 def test_with_skill_then_task_an_episode_carries_its_skill_for_its_first_steps_only(tmp_path, then_task):
-    """--skill-then-task: an episode's first --skill-steps steps carry a skill, the rest none. One env, so its
-    episodes follow one another and the logged episode lengths place every step in its episode: a plain loop over
-    them gives each rollout's share of steps with a skill, which the run logs as diayn/skill_share (without the flag:
-    every step has a skill, a new one each --skill-steps steps)."""
+    """--skill-then-task (the default): an episode's first --skill-steps steps carry a skill, the rest none. One env,
+    so its episodes follow one another and the logged episode lengths place every step in its episode: a plain loop over
+    them gives each rollout's share of steps with a skill, which the run logs as diayn/skill_share (with
+    --no-skill-then-task: every step has a skill, a new one each --skill-steps steps)."""
     skill_steps, num_steps = 12, 32
     flags = ["--env", "MiniGrid-Empty-5x5-v0", "--num-envs", "1", "--num-steps", str(num_steps)]
     flags += ["--num-minibatches", "2", "--eval-steps", "64", "--total-timesteps", "1024", *DIAYN]
-    flags += ["--skill-steps", str(skill_steps)] + (["--skill-then-task"] if then_task else [])
+    flags += ["--skill-steps", str(skill_steps)] + ([] if then_task else ["--no-skill-then-task"])
     run(tmp_path, *flags, script="algos/ppo_poi_diayn.py")
     scalars = read_scalars(only_run_dir(tmp_path))
     lengths = [int(v) for _, v in scalars["charts/episodic_length"]]
@@ -546,6 +549,7 @@ def test_diayn_with_skills_in_a_share_of_the_envs_runs_and_trains_the_discrimina
         "rollouts",
         "--disc-input",
         "xy",
+        "--no-skill-then-task",  # every step of env 0 has a skill
         script="algos/ppo_poi_diayn.py",
     )
     scalars = read_scalars(only_run_dir(tmp_path))
