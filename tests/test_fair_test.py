@@ -1922,6 +1922,31 @@ def _fm_analyses(verdict, out, wins=(), keeps=True, ratios=None, at_15=None, g1=
     return out
 
 
+def test_the_skill_study_s_re_runs_are_compared_with_its_committed_runs_part_for_part(tmp_path, capsys):
+    """same_runs.py (Amendment 4's comparison of the maps' re-runs): a committed run written again is the same; one
+    logged value changed, a phase's summary changed, or a seed the study never ran, is named, and the exit is 1."""
+    folder = ROOT / "docs/results/skills-band-8x8"
+    same_runs = load_script("skill_study_same_runs", folder / "same_runs.py")
+    with gzip.open(folder / "series.jsonl.gz", "rt") as f:
+        first, second, third = (json.loads(next(f)) for _ in range(3))
+    changed = json.loads(json.dumps(second))
+    tag = "external_model/eval_loss_changed"
+    changed["tags"][tag][1][-1] += 1e-3  # its last logged value
+    summary = json.loads(json.dumps(third))
+    summary["phases"][-1]["last_100_episodes"] += 1e-6
+    stranger = dict(first, seed=9999)
+
+    def compared(records):
+        path = tmp_path / "reruns.jsonl.gz"
+        series.write(records, path)
+        return same_runs.main([str(path)])
+
+    assert compared([first]) == 0 and capsys.readouterr().out.endswith(": same\n")
+    assert compared([first, changed, summary, stranger]) == 1
+    lines = [line.split(": ", 1)[1] for line in capsys.readouterr().out.splitlines()]
+    assert lines == ["same", f"differs: tag {tag}", "differs: phases", "differs: no committed run of this arm and seed"]
+
+
 def test_the_forward_model_verdict_applies_the_plan_s_wins_void_readings_and_fragility(tmp_path):
     """verdict.py of the forward-model study on hand-made analyses, at the rules' edges: a win needs the 99.17% upper
     end below 1, the task kept and an arm inside the frontier's task levels; a threshold reading at or above half of
@@ -2277,3 +2302,6 @@ def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys
         assert printed.returncode == 1 and printed.stderr.strip().splitlines() == [
             f"{' and '.join(missing)} missing in {folder}: run the plan's commands first (PLAN.md)"
         ], printed.stderr
+    else:  # the committed reading re-makes from the committed series and analysis alone
+        printed = forked.run([folder / "reading.py"], tmp_path, fresh=True)
+        assert printed.returncode == 0 and printed.stdout == (folder / "reading.md").read_text(), printed.stderr
