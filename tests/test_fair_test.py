@@ -2305,3 +2305,52 @@ def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys
     else:  # the committed reading re-makes from the committed series and analysis alone
         printed = forked.run([folder / "reading.py"], tmp_path, fresh=True)
         assert printed.returncode == 0 and printed.stdout == (folder / "reading.md").read_text(), printed.stderr
+
+
+def test_the_skill_study_s_diagnosis_reads_windows_episodes_and_maps_as_worked_by_hand(tmp_path):
+    """diagnosis.py (the skill study's "why the target is not met"): a tag's window mean, the mean episode length of
+    the bins inside a window, the largest skill probability; a map PNG as `common.tb` writes it read back cell by cell;
+    the skills with most of their map in rows 1-2 and the probability they hold over the map's window. Where the
+    study's maps and their runs' series are committed, the page's diagnosis is the script's output."""
+    import matplotlib.image
+
+    folder = ROOT / "docs/results/skills-band-8x8"
+    diagnosis = load_script("skill_study_diagnosis", folder / "diagnosis.py")
+    points = [[10, 20, 30, 40], [1.0, 2.0, 4.0, 8.0]]
+    assert diagnosis.window_mean(points, 20, 40) == 3.0 and math.isnan(diagnosis.window_mean(points, 50, 60))
+    episodes = {"bin": 100, "count": [2, 0, 3, 1], "length": [30, 0, 900, 50]}  # sums of lengths per bin
+    record = {"episodes": episodes, "tags": {}}
+    assert diagnosis.episode_length(record, 100, 400) == 950 / 4  # bins 1-3
+    assert math.isnan(diagnosis.episode_length(record, 50, 200))  # bin 1 only: no episode ended there
+    assert diagnosis.episode_length(record, 0, float("inf")) == 980 / 6
+    tags = {f"skills/prob_{k}": [[0, 5], [0.125, 0.1]] for k in range(8)}
+    tags["skills/prob_3"] = [[0, 5], [0.125, 0.3]]
+    assert diagnosis.largest_probability(tags) == [[0, 5], [0.125, 0.3]]
+
+    maps = np.zeros((8, 8, 8))
+    maps[2, 1, 3], maps[2, 6, 3] = 1.0, 0.6  # skill 2: 1 of 1.6 in rows 1-2
+    maps[5, 2, 4], maps[5, 5, 4] = 0.4, 0.4  # skill 5: half, not more
+    maps[7, 4, 2] = 1.0  # skill 7: none; skills 0, 1, 3, 4, 6: empty
+    image = np.zeros((8, 71))
+    for k in range(8):
+        image[:, k * 9 : k * 9 + 8] = maps[k]
+    (tmp_path / "maps").mkdir()
+    for name in ("D1_541_before", "D1_541_after"):
+        pixels = np.repeat(np.repeat(image, 16, axis=0), 16, axis=1)  # as `python -m common.tb --scale 16` saves it
+        matplotlib.image.imsave(tmp_path / "maps" / f"{name}.png", pixels, cmap="gray", vmin=0, vmax=1)
+    read_back = diagnosis.skill_maps(tmp_path / "maps" / "D1_541_before.png")
+    assert read_back.shape == (8, 8, 8) and np.abs(read_back - maps).max() <= 1 / 255
+    probabilities = {f"skills/prob_{k}": [[1_900_000, 1_950_000, 3_950_000], [0.1, 0.2, 0.4]] for k in range(8)}
+    run = {"method": "ppo_poi_diayn-skill-then-task-diayn-coef-2", "seed": 541, "tags": probabilities}
+    rows = diagnosis.maps_table(tmp_path / "maps", [run]).splitlines()[2:]
+    assert rows == ["| D1 541 before | 2 | 0.150 | 0.125 | 5 |", "| D1 541 after | 2 | 0.400 | 0.125 | 5 |"]
+    with pytest.raises(ValueError, match="no map of 8 skills"):
+        matplotlib.image.imsave(tmp_path / "maps" / "D1_542_before.png", np.zeros((8, 70)), cmap="gray")
+        diagnosis.skill_maps(tmp_path / "maps" / "D1_542_before.png")
+
+    page = (folder / "README.md").read_text()
+    if (folder / "maps-series.jsonl.gz").exists():  # the committed diagnosis re-makes from the committed files alone
+        printed = forked.run([folder / "diagnosis.py"], tmp_path, timeout=600)
+        assert printed.returncode == 0, printed.stderr
+        missing = [line for line in printed.stdout.splitlines() if line.startswith("|") and line not in page]
+        assert not missing, missing[:3]

@@ -1,0 +1,167 @@
+"""Why the guided skills re-learn no faster here: what the study's series and maps show (not in the plan; a reading
+after the verdicts, for the page's "Why the target is not met").
+
+    python docs/results/skills-band-8x8/diagnosis.py
+
+From the committed series (`series.jsonl.gz`, all 80 runs), per arm, IQM [95% stratified-bootstrap CI] over its runs
+(5,000 resamples, seed 0) of each run's mean over three windows: the last 200k steps before the change, the first
+200k after it (every arm's re-learning IQM lies within 170k-210k steps) and the whole second phase:
+- `diayn/skill_share`: the share of the rollout's steps that carry a skill (the DIAYN arms);
+- the mean length of the episodes that ended in the window (a skill holds an episode's first 32 steps only);
+- the skill distribution's largest probability (the largest `skills/prob_<k>`; uniform: 1/8);
+- `external_model/rollout_changed_share`: the share of the rollout's transitions whose target the change alters.
+
+From the maps (`maps/<arm>_<seed>_<before|after>.png`, drawn by the page's commands, each the mean of a run's
+`skills/visitation` images over 100k steps) and the series of the runs they come from (`maps-series.jsonl.gz`): per
+map, the skills that put more than half of their map in rows 1-2, where the change alters 0.79-0.81 of a random
+policy's steps, and the probability the skill distribution gives them over the map's steps (with k such skills of 8,
+a uniform distribution gives k/8). Each skill's map is scaled to its busiest cell before the mean, so "half of its
+map" is of the scaled maps, not of its visits.
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
+
+from common.analyze import interval_estimates  # noqa: E402
+from common.series import read  # noqa: E402
+from common.tb import decode_png  # noqa: E402
+
+ARMS = {  # the page's names
+    "ppo_poi_diayn-skill-then-task-diayn-coef-2": "D1",
+    "ppo_poi_diayn-skill-then-task-diayn-coef-2-state-sampler-rollouts-skill-interest-error": "D2",
+    "ppo_poi_diayn-skill-then-task-diayn-coef-2-uniform-prior-weight-1": "D0",
+    "ppo_poi_emb": "E1",
+    "ppo-ent-coef-0.01": "F1",
+    "ppo-ent-coef-0.02": "F2a",
+    "ppo-ent-coef-0.03": "F2",
+    "ppo_poi_progress-interest-noise-int-coef-1": "F6",
+}
+SKILLS, GRID = 8, 8  # skills side by side, each GRID x GRID cells, one empty column between them
+WINDOW = 200_000
+MAP_STEPS = {"before": (1_900_000, 2_000_000), "after": (3_900_000, 4_000_000)}  # the plan's maps' windows
+TOP_ROWS = slice(1, 3)  # rows 1-2, where the band's keys lie
+
+
+def window_mean(points: list, start: float, end: float) -> float:
+    """The mean of a [steps, values] tag over steps in [start, end); NaN when none."""
+    steps, values = np.asarray(points[0]), np.asarray(points[1], dtype=float)
+    inside = (steps >= start) & (steps < end)
+    return float(values[inside].mean()) if inside.any() else float("nan")
+
+
+def largest_probability(tags: dict) -> list:
+    """[steps, the largest of the skills' probabilities at each step]."""
+    probabilities = [tags[f"skills/prob_{k}"] for k in range(SKILLS)]
+    steps = probabilities[0][0]
+    if any(p[0] != steps for p in probabilities):
+        raise ValueError("the skills' probabilities are logged at different steps")
+    return [steps, np.max([p[1] for p in probabilities], axis=0).tolist()]
+
+
+def episode_length(record: dict, start: float, end: float) -> float:
+    """The mean length of the episodes that ended in [start, end) (the series' 2,000-step bins inside it)."""
+    episodes = record["episodes"]
+    first, last = int(np.ceil(start / episodes["bin"])), int(min(end, 1e12) // episodes["bin"])
+    count = float(np.sum(episodes["count"][first:last]))
+    return float(np.sum(episodes["length"][first:last])) / count if count else float("nan")
+
+
+def tag_reading(points_of):
+    """A reading of one tag's window mean; None for a run that has no such tag."""
+    return lambda record, start, end: (
+        None if (points := points_of(record["tags"])) is None else window_mean(points, start, end)
+    )
+
+
+READINGS = {
+    "share of the rollout's steps with a skill": tag_reading(lambda tags: tags.get("diayn/skill_share")),
+    "mean episode length (steps; the limit: 640)": episode_length,
+    "largest skill probability (uniform: 0.125)": tag_reading(
+        lambda tags: largest_probability(tags) if "skills/prob_0" in tags else None
+    ),
+    "share of the rollout the change alters": tag_reading(lambda tags: tags["external_model/rollout_changed_share"]),
+}
+
+
+def windows(record: dict) -> list[tuple[float, float]]:
+    """The three windows of a run: the last 200k steps before the change, the first 200k after, the second phase."""
+    change = record["phases"][1]["start"]
+    return [(change - WINDOW, change), (change, change + WINDOW), (change, float("inf"))]
+
+
+def series_tables(records: list[dict]) -> str:
+    lines = []
+    for reading, read_window in READINGS.items():
+        runs: dict[str, list] = {}
+        for record in records:
+            means = [read_window(record, *w) for w in windows(record)]
+            if means[0] is not None:
+                runs.setdefault(ARMS.get(record["method"], record["method"]), []).append(means)
+        lines += [f"### {reading}", "", "| arm | runs | last 200k before | first 200k after | second phase |"]
+        lines.append("|-|-:|-|-|-|")
+        for arm in sorted(runs, key=list(ARMS.values()).index):
+            values = np.asarray(runs[arm])
+            cells = []
+            for column in range(values.shape[1]):
+                iqm, low, high = interval_estimates({arm: values[:, column : column + 1]}, reps=5000, seed=0)[arm]
+                digits = 0 if iqm > 10 else 3
+                cells.append(f"{iqm:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]")
+            lines.append(f"| {arm} | {len(values)} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def skill_maps(path: Path) -> np.ndarray:
+    """A committed map PNG back to (skills, GRID, GRID) values in [0, 1], one per cell (each cell's centre pixel)."""
+    image = decode_png(path.read_bytes())
+    image = image[..., 0] if image.ndim == 3 else image
+    scale, width = image.shape[0] // GRID, SKILLS * (GRID + 1) - 1
+    if image.shape != (GRID * scale, width * scale):
+        raise ValueError(f"{path}: {image.shape} is no map of {SKILLS} skills on a {GRID}x{GRID} grid")
+    cells = image[scale // 2 :: scale, scale // 2 :: scale]
+    return np.stack([cells[:, k * (GRID + 1) : k * (GRID + 1) + GRID] for k in range(SKILLS)])
+
+
+def map_order(path: Path, names: list[str]) -> tuple:
+    """The page's order of the maps: by arm as ARMS names them, then seed, before then after."""
+    arm, seed, when = path.stem.split("_")
+    return names.index(arm) if arm in names else len(names), seed, list(MAP_STEPS).index(when)
+
+
+def maps_table(maps_dir: Path, records: list[dict]) -> str:
+    by_run = {(ARMS.get(r["method"], r["method"]), r["seed"]): r for r in records}
+    lines = [
+        "| map | skills with most of their map in rows 1-2 | their probability | uniform | empty maps |",
+        "|-|-|-:|-:|-:|",
+    ]
+    names = list(ARMS.values())
+    for path in sorted(maps_dir.glob("*.png"), key=lambda p: map_order(p, names)):
+        arm, seed, when = path.stem.split("_")
+        maps = skill_maps(path)
+        totals = maps.sum(axis=(1, 2))
+        top = [k for k in range(SKILLS) if totals[k] > 0 and maps[k, TOP_ROWS].sum() > totals[k] / 2]
+        tags = by_run[(arm, int(seed))]["tags"]
+        probability = sum(window_mean(tags[f"skills/prob_{k}"], *MAP_STEPS[when]) for k in top)
+        names = ", ".join(str(k) for k in top) or "none"
+        empty = int((totals == 0).sum())
+        lines.append(f"| {arm} {seed} {when} | {names} | {probability:.3f} | {len(top) / SKILLS:.3f} | {empty} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    records = list(read(HERE / "series.jsonl.gz"))
+    print(series_tables(records))
+    maps_dir, maps_series = HERE / "maps", HERE / "maps-series.jsonl.gz"
+    if maps_dir.is_dir() and maps_series.exists():
+        print("### The maps' skills in rows 1-2\n")
+        print(maps_table(maps_dir, list(read(maps_series))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
