@@ -2310,8 +2310,8 @@ def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys
 def test_the_skill_study_s_diagnosis_reads_windows_episodes_and_maps_as_worked_by_hand(tmp_path):
     """diagnosis.py (the skill study's "why the target is not met"): a tag's window mean, the mean episode length of
     the bins inside a window, the largest skill probability; a map PNG as `common.tb` writes it read back cell by cell;
-    the skills with most of their map in rows 1-2 and the probability they hold over the map's window. Where the
-    study's maps and their runs' series are committed, the page's diagnosis is the script's output."""
+    the skills with most of their map in rows 1-2 and the probability they hold over the map's window; the windows of
+    a run. Every table the script prints from the committed files stands on the page."""
     import matplotlib.image
 
     folder = ROOT / "docs/results/skills-band-8x8"
@@ -2330,27 +2330,38 @@ def test_the_skill_study_s_diagnosis_reads_windows_episodes_and_maps_as_worked_b
     maps = np.zeros((8, 8, 8))
     maps[2, 1, 3], maps[2, 6, 3] = 1.0, 0.6  # skill 2: 1 of 1.6 in rows 1-2
     maps[5, 2, 4], maps[5, 5, 4] = 0.4, 0.4  # skill 5: half, not more
-    maps[7, 4, 2] = 1.0  # skill 7: none; skills 0, 1, 3, 4, 6: empty
+    maps[7, 4, 2] = 1.0  # skill 7: none
+    maps[6, 0, 3], maps[6, 3, 3] = 1.0, 0.5  # skill 6: rows 0 and 3, none in rows 1-2; skills 0, 1, 3, 4: empty
     image = np.zeros((8, 71))
     for k in range(8):
         image[:, k * 9 : k * 9 + 8] = maps[k]
     (tmp_path / "maps").mkdir()
-    for name in ("D1_541_before", "D1_541_after"):
+    label = "ppo_poi_diayn-skill-then-task-diayn-coef-2"  # the plan's maps loop names a file by the arm's label
+    for name in (f"{label}_541_after", f"{label}_541_before"):
         pixels = np.repeat(np.repeat(image, 16, axis=0), 16, axis=1)  # as `python -m common.tb --scale 16` saves it
         matplotlib.image.imsave(tmp_path / "maps" / f"{name}.png", pixels, cmap="gray", vmin=0, vmax=1)
-    read_back = diagnosis.skill_maps(tmp_path / "maps" / "D1_541_before.png")
+    read_back = diagnosis.skill_maps(tmp_path / "maps" / f"{label}_541_before.png")
     assert read_back.shape == (8, 8, 8) and np.abs(read_back - maps).max() <= 1 / 255
     probabilities = {f"skills/prob_{k}": [[1_900_000, 1_950_000, 3_950_000], [0.1, 0.2, 0.4]] for k in range(8)}
-    run = {"method": "ppo_poi_diayn-skill-then-task-diayn-coef-2", "seed": 541, "tags": probabilities}
+    run = {"method": label, "seed": 541, "tags": probabilities}
     rows = diagnosis.maps_table(tmp_path / "maps", [run]).splitlines()[2:]
-    assert rows == ["| D1 541 before | 2 | 0.150 | 0.125 | 5 |", "| D1 541 after | 2 | 0.400 | 0.125 | 5 |"]
+    assert rows == ["| D1 541 before | 2 | 0.150 | 0.125 | 4 |", "| D1 541 after | 2 | 0.400 | 0.125 | 4 |"]
     with pytest.raises(ValueError, match="no map of 8 skills"):
         matplotlib.image.imsave(tmp_path / "maps" / "D1_542_before.png", np.zeros((8, 70)), cmap="gray")
         diagnosis.skill_maps(tmp_path / "maps" / "D1_542_before.png")
+    results = {"runs": [{"method": label, "seed": 541, "phases": [{}, {"changed_adaptation": 4096.0}]}]}
+    record = {"method": label, "seed": 541, "phases": [{"start": 0}, {"start": 2_000_896}]}
+    assert diagnosis.windows(record, diagnosis.relearning_steps(results)) == [
+        (1_800_896, 2_000_896),
+        (2_000_896, 2_200_896),
+        (2_000_896, 2_004_992),
+        (2_000_896, math.inf),
+    ]
 
-    page = (folder / "README.md").read_text()
-    if (folder / "maps-series.jsonl.gz").exists():  # the committed diagnosis re-makes from the committed files alone
-        printed = forked.run([folder / "diagnosis.py"], tmp_path, timeout=600)
-        assert printed.returncode == 0, printed.stderr
-        missing = [line for line in printed.stdout.splitlines() if line.startswith("|") and line not in page]
-        assert not missing, missing[:3]
+    page = (folder / "README.md").read_text()  # the page's diagnosis re-makes from the committed files alone
+    printed = forked.run([folder / "diagnosis.py"], tmp_path, timeout=600)
+    assert printed.returncode == 0, printed.stderr
+    tables = [line for line in printed.stdout.splitlines() if line.startswith("|")]
+    assert len(tables) >= 4 * 2 + 2 * 3 + 2 * 8 and not [line for line in tables if line not in page]  # heads, rows
+    maps = (folder / "maps-series.jsonl.gz").exists()
+    assert ("#### The maps' skills in rows 1-2" in printed.stdout) == maps

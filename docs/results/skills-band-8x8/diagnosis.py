@@ -4,14 +4,16 @@ after the verdicts, for the page's "Why the target is not met").
     python docs/results/skills-band-8x8/diagnosis.py
 
 From the committed series (`series.jsonl.gz`, all 80 runs), per arm, IQM [95% stratified-bootstrap CI] over its runs
-(5,000 resamples, seed 0) of each run's mean over three windows: the last 200k steps before the change, the first
-200k after it (every arm's re-learning IQM lies within 170k-210k steps) and the whole second phase:
+(5,000 resamples, seed 0) of each run's mean over four windows: the last 200k steps before the change, the first 200k
+after it (the arms' re-learning IQMs lie at 180k-323k steps, the DIAYN arms' at 201k-236k), the run's own re-learning
+(from the change until its changed-views loss is back below the threshold: `results.json`) and the second phase:
 - `diayn/skill_share`: the share of the rollout's steps that carry a skill (the DIAYN arms);
 - the mean length of the episodes that ended in the window (a skill holds an episode's first 32 steps only);
 - the skill distribution's largest probability (the largest `skills/prob_<k>`; uniform: 1/8);
-- `external_model/rollout_changed_share`: the share of the rollout's transitions whose target the change alters.
+- `external_model/rollout_changed_share`: the share of the rollout's transitions whose target the change alters (a
+  step with a key carried always counts: the carried key is at distance 0 under its own colour only).
 
-From the maps (`maps/<arm>_<seed>_<before|after>.png`, drawn by the page's commands, each the mean of a run's
+From the maps (`maps/<arm's label>_<seed>_<before|after>.png`, drawn by the plan's maps loop, each the mean of a run's
 `skills/visitation` images over 100k steps) and the series of the runs they come from (`maps-series.jsonl.gz`): per
 map, the skills that put more than half of their map in rows 1-2, where the change alters 0.79-0.81 of a random
 policy's steps, and the probability the skill distribution gives them over the map's steps (with k such skills of 8,
@@ -19,6 +21,7 @@ a uniform distribution gives k/8). Each skill's map is scaled to its busiest cel
 map" is of the scaled maps, not of its visits.
 """
 
+import json
 import sys
 from pathlib import Path
 
@@ -28,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
 from common.analyze import interval_estimates  # noqa: E402
-from common.series import read  # noqa: E402
+from common.series import read, window_mean as bins_mean  # noqa: E402
 from common.tb import decode_png  # noqa: E402
 
 ARMS = {  # the page's names
@@ -66,9 +69,7 @@ def largest_probability(tags: dict) -> list:
 def episode_length(record: dict, start: float, end: float) -> float:
     """The mean length of the episodes that ended in [start, end) (the series' 2,000-step bins inside it)."""
     episodes = record["episodes"]
-    first, last = int(np.ceil(start / episodes["bin"])), int(min(end, 1e12) // episodes["bin"])
-    count = float(np.sum(episodes["count"][first:last]))
-    return float(np.sum(episodes["length"][first:last])) / count if count else float("nan")
+    return bins_mean(episodes, start, min(end, episodes["bin"] * len(episodes["count"])), "length")
 
 
 def tag_reading(points_of):
@@ -88,22 +89,31 @@ READINGS = {
 }
 
 
-def windows(record: dict) -> list[tuple[float, float]]:
-    """The three windows of a run: the last 200k steps before the change, the first 200k after, the second phase."""
+WINDOWS = ("last 200k before", "first 200k after", "its re-learning", "second phase")
+
+
+def windows(record: dict, relearning: dict) -> list[tuple[float, float]]:
+    """The windows of a run (WINDOWS): 200k steps before the change, 200k after, its re-learning, the second phase."""
     change = record["phases"][1]["start"]
-    return [(change - WINDOW, change), (change, change + WINDOW), (change, float("inf"))]
+    steps = relearning[(record["method"], record["seed"])]
+    return [(change - WINDOW, change), (change, change + WINDOW), (change, change + steps), (change, float("inf"))]
 
 
-def series_tables(records: list[dict]) -> str:
+def relearning_steps(results: dict) -> dict:
+    """(method, seed): the run's steps from the change until its changed-views loss is back below the threshold."""
+    return {(run["method"], run["seed"]): run["phases"][1]["changed_adaptation"] for run in results["runs"]}
+
+
+def series_tables(records: list[dict], relearning: dict) -> str:
     lines = []
     for reading, read_window in READINGS.items():
         runs: dict[str, list] = {}
         for record in records:
-            means = [read_window(record, *w) for w in windows(record)]
+            means = [read_window(record, *w) for w in windows(record, relearning)]
             if means[0] is not None:
                 runs.setdefault(ARMS.get(record["method"], record["method"]), []).append(means)
-        lines += [f"### {reading}", "", "| arm | runs | last 200k before | first 200k after | second phase |"]
-        lines.append("|-|-:|-|-|-|")
+        lines += [f"#### {reading}", "", "| arm | runs | " + " | ".join(WINDOWS) + " |"]
+        lines.append("|-|-:|" + "-|" * len(WINDOWS))
         for arm in sorted(runs, key=list(ARMS.values()).index):
             values = np.asarray(runs[arm])
             cells = []
@@ -127,9 +137,16 @@ def skill_maps(path: Path) -> np.ndarray:
     return np.stack([cells[:, k * (GRID + 1) : k * (GRID + 1) + GRID] for k in range(SKILLS)])
 
 
-def map_order(path: Path, names: list[str]) -> tuple:
-    """The page's order of the maps: by arm as ARMS names them, then seed, before then after."""
-    arm, seed, when = path.stem.split("_")
+def map_name(path: Path) -> tuple[str, int, str]:
+    """A map file's arm (the page's name, where ARMS has one), seed and window: `<arm's label>_<seed>_<when>.png`."""
+    label, seed, when = path.stem.rsplit("_", 2)
+    return ARMS.get(label, label), int(seed), when
+
+
+def map_order(path: Path) -> tuple:
+    """The page's order of the maps: by arm as ARMS orders them, then seed, before then after."""
+    arm, seed, when = map_name(path)
+    names = list(ARMS.values())
     return names.index(arm) if arm in names else len(names), seed, list(MAP_STEPS).index(when)
 
 
@@ -139,13 +156,12 @@ def maps_table(maps_dir: Path, records: list[dict]) -> str:
         "| map | skills with most of their map in rows 1-2 | their probability | uniform | empty maps |",
         "|-|-|-:|-:|-:|",
     ]
-    names = list(ARMS.values())
-    for path in sorted(maps_dir.glob("*.png"), key=lambda p: map_order(p, names)):
-        arm, seed, when = path.stem.split("_")
+    for path in sorted(maps_dir.glob("*.png"), key=map_order):
+        arm, seed, when = map_name(path)
         maps = skill_maps(path)
         totals = maps.sum(axis=(1, 2))
         top = [k for k in range(SKILLS) if totals[k] > 0 and maps[k, TOP_ROWS].sum() > totals[k] / 2]
-        tags = by_run[(arm, int(seed))]["tags"]
+        tags = by_run[(arm, seed)]["tags"]
         probability = sum(window_mean(tags[f"skills/prob_{k}"], *MAP_STEPS[when]) for k in top)
         names = ", ".join(str(k) for k in top) or "none"
         empty = int((totals == 0).sum())
@@ -155,10 +171,11 @@ def maps_table(maps_dir: Path, records: list[dict]) -> str:
 
 def main() -> int:
     records = list(read(HERE / "series.jsonl.gz"))
-    print(series_tables(records))
+    relearning = relearning_steps(json.loads((HERE / "results.json").read_text()))
+    print(series_tables(records, relearning))
     maps_dir, maps_series = HERE / "maps", HERE / "maps-series.jsonl.gz"
     if maps_dir.is_dir() and maps_series.exists():
-        print("### The maps' skills in rows 1-2\n")
+        print("#### The maps' skills in rows 1-2\n")
         print(maps_table(maps_dir, list(read(maps_series))))
     return 0
 
