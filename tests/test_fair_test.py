@@ -2310,8 +2310,9 @@ def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys
 def test_the_skill_study_s_diagnosis_reads_windows_episodes_and_maps_as_worked_by_hand(tmp_path):
     """diagnosis.py (the skill study's "why the target is not met"): a tag's window mean, the mean episode length of
     the bins inside a window, the largest skill probability; a map PNG as `common.tb` writes it read back cell by cell;
-    the skills with most of their map in rows 1-2 and the probability they hold over the map's window; the windows of
-    a run. Every table the script prints from the committed files stands on the page."""
+    each skill's share of its map in rows 1-2 and their mean weighted by the skills' probabilities over the map's
+    window; the windows of a run; a re-run's return over each phase's last 100k steps and its twin's. Every table the
+    script prints from the committed files stands on the page."""
     import matplotlib.image
 
     folder = ROOT / "docs/results/skills-band-8x8"
@@ -2343,12 +2344,23 @@ def test_the_skill_study_s_diagnosis_reads_windows_episodes_and_maps_as_worked_b
     read_back = diagnosis.skill_maps(tmp_path / "maps" / f"{label}_541_before.png")
     assert read_back.shape == (8, 8, 8) and np.abs(read_back - maps).max() <= 1 / 255
     probabilities = {f"skills/prob_{k}": [[1_900_000, 1_950_000, 3_950_000], [0.1, 0.2, 0.4]] for k in range(8)}
+    probabilities["skills/prob_2"] = [[1_900_000, 1_950_000, 3_950_000], [0.1, 0.3, 0.4]]  # before: 0.2, others 0.15
     run = {"method": label, "seed": 541, "tags": probabilities}
     rows = diagnosis.maps_table(tmp_path / "maps", [run]).splitlines()[2:]
-    assert rows == ["| D1 541 before | 2 | 0.150 | 0.125 | 4 |", "| D1 541 after | 2 | 0.400 | 0.125 | 4 |"]
+    shares = "- - 0.62 - - 0.50 0.00 0.00"  # 1 of 1.6, 0.4 of 0.8, none, none; the empty maps have no share
+    weighted = (0.2 * 0.625 + 0.15 * 0.5) / (0.2 + 3 * 0.15)  # over the skills with a map
+    assert rows == [
+        f"| D1 541 before | {shares} | {weighted:.3f} | 0.281 |",
+        f"| D1 541 after | {shares} | 0.281 | 0.281 |",  # equal probabilities: the plain mean
+    ]
     with pytest.raises(ValueError, match="no map of 8 skills"):
         matplotlib.image.imsave(tmp_path / "maps" / "D1_542_before.png", np.zeros((8, 70)), cmap="gray")
         diagnosis.skill_maps(tmp_path / "maps" / "D1_542_before.png")
+    episodes = {"bin": 50_000, "count": [1, 1, 2, 2, 1, 1, 1, 3], "return": [0, 0, 1.0, 0.8, 0, 0, 0.5, 2.7]}
+    rerun = {"method": label, "seed": 541, "phases": [{"start": 0}, {"start": 200_000}], "episodes": episodes}
+    twin = dict(rerun, episodes=dict(episodes, count=[1, 1, 1, 1, 1, 1, 1, 1]))
+    rows = diagnosis.reruns_table([rerun], [twin]).splitlines()[2:]
+    assert rows == ["| D1 541 | 0.450 | 0.800 | 0.900 | 1.600 |"]  # 1.8 / 4, 3.2 / 4; 1.8 / 2, 3.2 / 2
     results = {"runs": [{"method": label, "seed": 541, "phases": [{}, {"changed_adaptation": 4096.0}]}]}
     record = {"method": label, "seed": 541, "phases": [{"start": 0}, {"start": 2_000_896}]}
     assert diagnosis.windows(record, diagnosis.relearning_steps(results)) == [

@@ -15,10 +15,11 @@ after it (the arms' re-learning IQMs lie at 180k-323k steps, the DIAYN arms' at 
 
 From the maps (`maps/<arm's label>_<seed>_<before|after>.png`, drawn by the plan's maps loop, each the mean of a run's
 `skills/visitation` images over 100k steps) and the series of the runs they come from (`maps-series.jsonl.gz`): per
-map, the skills that put more than half of their map in rows 1-2, where the change alters 0.79-0.81 of a random
-policy's steps, and the probability the skill distribution gives them over the map's steps (with k such skills of 8,
-a uniform distribution gives k/8). Each skill's map is scaled to its busiest cell before the mean, so "half of its
-map" is of the scaled maps, not of its visits.
+map, each skill's share of its map in rows 1-2, where the change alters 0.79-0.81 of a random policy's steps (an even
+spread over the key room's six rows puts 0.33 there), and their mean weighted by the skills' probabilities over the
+map's steps against their plain mean: above it, the distribution favours the skills that go there. Each skill's map is
+scaled to its busiest cell before the mean over images, so a share is of the scaled maps, not of the visits. And each
+of those runs' return over each phase's last 100k steps beside the committed run's of its arm and seed.
 """
 
 import json
@@ -153,19 +154,39 @@ def map_order(path: Path) -> tuple:
 def maps_table(maps_dir: Path, records: list[dict]) -> str:
     by_run = {(ARMS.get(r["method"], r["method"]), r["seed"]): r for r in records}
     lines = [
-        "| map | skills with most of their map in rows 1-2 | their probability | uniform | empty maps |",
-        "|-|-|-:|-:|-:|",
+        "| map | each skill's share of its map in rows 1-2 (skills 0-7) | weighted by the skills' probabilities "
+        "| unweighted |",
+        "|-|-|-:|-:|",
     ]
     for path in sorted(maps_dir.glob("*.png"), key=map_order):
         arm, seed, when = map_name(path)
         maps = skill_maps(path)
         totals = maps.sum(axis=(1, 2))
-        top = [k for k in range(SKILLS) if totals[k] > 0 and maps[k, TOP_ROWS].sum() > totals[k] / 2]
+        drawn = totals > 0  # a skill with no step in the window has an empty map and no share
+        shares = np.where(drawn, maps[:, TOP_ROWS].sum(axis=(1, 2)) / np.where(drawn, totals, 1), np.nan)
         tags = by_run[(arm, seed)]["tags"]
-        probability = sum(window_mean(tags[f"skills/prob_{k}"], *MAP_STEPS[when]) for k in top)
-        names = ", ".join(str(k) for k in top) or "none"
-        empty = int((totals == 0).sum())
-        lines.append(f"| {arm} {seed} {when} | {names} | {probability:.3f} | {len(top) / SKILLS:.3f} | {empty} |")
+        probabilities = np.array([window_mean(tags[f"skills/prob_{k}"], *MAP_STEPS[when]) for k in range(SKILLS)])
+        weighted = (probabilities[drawn] * shares[drawn]).sum() / probabilities[drawn].sum()
+        cells = " ".join("-" if np.isnan(share) else f"{share:.2f}" for share in shares)
+        lines.append(f"| {arm} {seed} {when} | {cells} | {weighted:.3f} | {shares[drawn].mean():.3f} |")
+    return "\n".join(lines)
+
+
+def phase_returns(record: dict) -> tuple[float, float]:
+    """A run's mean return over each phase's last 100k steps (all envs), as the task table reads it."""
+    episodes, change = record["episodes"], record["phases"][1]["start"]
+    end = episodes["bin"] * len(episodes["count"])
+    return bins_mean(episodes, change - 100_000, change), bins_mean(episodes, end - 100_000, end)
+
+
+def reruns_table(reruns: list[dict], committed: list[dict]) -> str:
+    """Each re-run's return over each phase's last 100k steps beside the committed run's of its arm and seed."""
+    twins = {(r["method"], r["seed"]): r for r in committed}
+    lines = ["| run | re-run: return before the change | after | committed run: before | after |", "|-|-:|-:|-:|-:|"]
+    order = list(ARMS)
+    for record in sorted(reruns, key=lambda r: (order.index(r["method"]), r["seed"])):
+        returns = (*phase_returns(record), *phase_returns(twins[(record["method"], record["seed"])]))
+        lines.append(f"| {ARMS[record['method']]} {record['seed']} | " + " | ".join(f"{r:.3f}" for r in returns) + " |")
     return "\n".join(lines)
 
 
@@ -175,8 +196,11 @@ def main() -> int:
     print(series_tables(records, relearning))
     maps_dir, maps_series = HERE / "maps", HERE / "maps-series.jsonl.gz"
     if maps_dir.is_dir() and maps_series.exists():
+        reruns = list(read(maps_series))
+        print("#### The maps' runs: the task\n")
+        print(reruns_table(reruns, records) + "\n")
         print("#### The maps' skills in rows 1-2\n")
-        print(maps_table(maps_dir, list(read(maps_series))))
+        print(maps_table(maps_dir, reruns))
     return 0
 
 
