@@ -2308,11 +2308,12 @@ def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys
 
 
 def test_the_skill_study_s_diagnosis_reads_windows_episodes_and_maps_as_worked_by_hand(tmp_path):
-    """diagnosis.py (the skill study's "why the target is not met"): a tag's window mean, the mean episode length of
-    the bins inside a window, the largest skill probability; a map PNG as `common.tb` writes it read back cell by cell;
+    """diagnosis.py (the skill study's "why the target is not met"): a tag's window mean, the mean episode length of the
+    bins inside a window, the largest skill probability; a map PNG as `common.tb` writes it read back cell by cell;
     each skill's share of its map in rows 1-2 and their mean weighted by the skills' probabilities over the map's
-    window; the windows of a run; a re-run's return over each phase's last 100k steps and its twin's. Every table the
-    script prints from the committed files stands on the page."""
+    window, its rows through the changed share by row (the environments page's); the windows of a run; a re-run's
+    return over each phase's last 100k steps and its twin's. Every table the script prints from the committed files
+    stands on the page."""
     import matplotlib.image
 
     folder = ROOT / "docs/results/skills-band-8x8"
@@ -2323,7 +2324,7 @@ def test_the_skill_study_s_diagnosis_reads_windows_episodes_and_maps_as_worked_b
     record = {"episodes": episodes, "tags": {}}
     assert diagnosis.episode_length(record, 100, 400) == 950 / 4  # bins 1-3
     assert math.isnan(diagnosis.episode_length(record, 50, 200))  # bin 1 only: no episode ended there
-    assert diagnosis.episode_length(record, 0, float("inf")) == 980 / 6
+    assert diagnosis.episode_length(record, 0, 400) == 980 / 6
     tags = {f"skills/prob_{k}": [[0, 5], [0.125, 0.1]] for k in range(8)}
     tags["skills/prob_3"] = [[0, 5], [0.125, 0.3]]
     assert diagnosis.largest_probability(tags) == [[0, 5], [0.125, 0.3]]
@@ -2345,29 +2346,39 @@ def test_the_skill_study_s_diagnosis_reads_windows_episodes_and_maps_as_worked_b
     assert read_back.shape == (8, 8, 8) and np.abs(read_back - maps).max() <= 1 / 255
     probabilities = {f"skills/prob_{k}": [[1_900_000, 1_950_000, 3_950_000], [0.1, 0.2, 0.4]] for k in range(8)}
     probabilities["skills/prob_2"] = [[1_900_000, 1_950_000, 3_950_000], [0.1, 0.3, 0.4]]  # before: 0.2, others 0.15
-    run = {"method": label, "seed": 541, "tags": probabilities}
+    skill_share = [[1_900_000, 1_950_000, 3_950_000], [0.5, 0.3, 0.05]]
+    run = {"method": label, "seed": 541, "tags": {**probabilities, "diayn/skill_share": skill_share}}
     rows = diagnosis.maps_table(tmp_path / "maps", [run]).splitlines()[2:]
     shares = "- - 0.62 - - 0.50 0.00 0.00"  # 1 of 1.6, 0.4 of 0.8, none, none; the empty maps have no share
     weighted = (0.2 * 0.625 + 0.15 * 0.5) / (0.2 + 3 * 0.15)  # over the skills with a map
+    # through the changed share by row (rows 1-6: 0.81 0.79 0.72 0.66 0.51 0.18): skill 2 rows 1 and 6, 5 rows 2 and
+    # 5, 6 rows 0 (wall: 0) and 3, 7 row 4
+    changed = [0.625 * 0.81 + 0.375 * 0.18, 0.5 * 0.79 + 0.5 * 0.51, 0.72 / 3, 0.66]
+    by_rows = f"{np.mean(changed):.2f}, 0.66"
     assert rows == [
-        f"| D1 541 before | {shares} | {weighted:.3f} | 0.281 |",
-        f"| D1 541 after | {shares} | 0.281 | 0.281 |",  # equal probabilities: the plain mean
+        f"| D1 541 before | 0.400 | 0.150-0.200 | {shares} | {weighted:.3f} | 0.281 | {by_rows} |",
+        f"| D1 541 after | 0.050 | 0.400-0.400 | {shares} | 0.281 | 0.281 | {by_rows} |",  # equal: the plain mean
     ]
+    table = (ROOT / "docs/environments.md").read_text().split("| changed share (`ColorDoorKeyBand-8x8`) |")[1]
+    assert [float(v) for v in table.split("\n")[0].strip(" |").split(" | ")] == list(diagnosis.CHANGED_BY_ROW[1:7])
     with pytest.raises(ValueError, match="no map of 8 skills"):
         matplotlib.image.imsave(tmp_path / "maps" / "D1_542_before.png", np.zeros((8, 70)), cmap="gray")
         diagnosis.skill_maps(tmp_path / "maps" / "D1_542_before.png")
     episodes = {"bin": 50_000, "count": [1, 1, 2, 2, 1, 1, 1, 3], "return": [0, 0, 1.0, 0.8, 0, 0, 0.5, 2.7]}
     rerun = {"method": label, "seed": 541, "phases": [{"start": 0}, {"start": 200_000}], "episodes": episodes}
+    rerun["scalars"] = {"charts/phase": [(0, 0.0), (200_000, 1.0)], "losses/entropy": [(399_999, 1.0)]}
     twin = dict(rerun, episodes=dict(episodes, count=[1, 1, 1, 1, 1, 1, 1, 1]))
+    twin["scalars"] = {"losses/entropy": [(389_999, 1.0)]}  # the last phase ends at 390k: its window, bin 6 alone
     rows = diagnosis.reruns_table([rerun], [twin]).splitlines()[2:]
-    assert rows == ["| D1 541 | 0.450 | 0.800 | 0.900 | 1.600 |"]  # 1.8 / 4, 3.2 / 4; 1.8 / 2, 3.2 / 2
+    assert rows == ["| D1 541 | 0.450 | 0.800 | 0.900 | 0.500 |"]  # 1.8 / 4, 3.2 / 4; 1.8 / 2, 0.5 / 1
     results = {"runs": [{"method": label, "seed": 541, "phases": [{}, {"changed_adaptation": 4096.0}]}]}
     record = {"method": label, "seed": 541, "phases": [{"start": 0}, {"start": 2_000_896}]}
+    record["scalars"] = {"losses/entropy": [(2_000_896, 1.0), (3_999_744, 1.0)]}
     assert diagnosis.windows(record, diagnosis.relearning_steps(results)) == [
         (1_800_896, 2_000_896),
         (2_000_896, 2_200_896),
         (2_000_896, 2_004_992),
-        (2_000_896, math.inf),
+        (2_000_896, 3_999_745),  # to the step after the last logged one, as common.analyze's last phase
     ]
 
     page = (folder / "README.md").read_text()  # the page's diagnosis re-makes from the committed files alone

@@ -14,12 +14,15 @@ after it (the arms' re-learning IQMs lie at 180k-323k steps, the DIAYN arms' at 
   step with a key carried always counts: the carried key is at distance 0 under its own colour only).
 
 From the maps (`maps/<arm's label>_<seed>_<before|after>.png`, drawn by the plan's maps loop, each the mean of a run's
-`skills/visitation` images over 100k steps) and the series of the runs they come from (`maps-series.jsonl.gz`): per
-map, each skill's share of its map in rows 1-2, where the change alters 0.79-0.81 of a random policy's steps (an even
-spread over the key room's six rows puts 0.33 there), and their mean weighted by the skills' probabilities over the
-map's steps against their plain mean: above it, the distribution favours the skills that go there. Each skill's map is
-scaled to its busiest cell before the mean over images, so a share is of the scaled maps, not of the visits. And each
-of those runs' return over each phase's last 100k steps beside the committed run's of its arm and seed.
+`skills/visitation` images over 100k steps) and the series of the runs they come from (`maps-series.jsonl.gz`), per
+map: the skills' share of the rollout's steps and the range of the skills' probabilities over the map's steps; each
+skill's share of its map in rows 1-2, where the change alters 0.79-0.81 of a random policy's steps (a random policy
+puts 0.34 of its visits there), and their mean weighted by the skills' probabilities against their plain mean (above
+it, the distribution favours the skills that go there); and each skill's rows read through a random policy's changed
+share by row (the environments page's table), their mean and the largest: how much more of the change the skill that
+goes most to the changed rows could bring on its steps. Each skill's map is scaled to its busiest cell before the mean
+over images, so a share is of the scaled maps, not of the visits. And each of those runs' return over each phase's
+last 100k steps (all envs) beside the committed run's of its arm and seed.
 """
 
 import json
@@ -49,6 +52,9 @@ SKILLS, GRID = 8, 8  # skills side by side, each GRID x GRID cells, one empty co
 WINDOW = 200_000
 MAP_STEPS = {"before": (1_900_000, 2_000_000), "after": (3_900_000, 4_000_000)}  # the plan's maps' windows
 TOP_ROWS = slice(1, 3)  # rows 1-2, where the band's keys lie
+# a random policy's share of steps whose key distance the change alters, by row (rows 0 and 7 are wall): the
+# environments page's table for ColorDoorKeyBand-8x8 (python docs/results/shaping-6x6/change_by_cell.py)
+CHANGED_BY_ROW = np.array([0.0, 0.81, 0.79, 0.72, 0.66, 0.51, 0.18, 0.0])
 
 
 def window_mean(points: list, start: float, end: float) -> float:
@@ -69,8 +75,7 @@ def largest_probability(tags: dict) -> list:
 
 def episode_length(record: dict, start: float, end: float) -> float:
     """The mean length of the episodes that ended in [start, end) (the series' 2,000-step bins inside it)."""
-    episodes = record["episodes"]
-    return bins_mean(episodes, start, min(end, episodes["bin"] * len(episodes["count"])), "length")
+    return bins_mean(record["episodes"], start, end, "length")
 
 
 def tag_reading(points_of):
@@ -97,7 +102,7 @@ def windows(record: dict, relearning: dict) -> list[tuple[float, float]]:
     """The windows of a run (WINDOWS): 200k steps before the change, 200k after, its re-learning, the second phase."""
     change = record["phases"][1]["start"]
     steps = relearning[(record["method"], record["seed"])]
-    return [(change - WINDOW, change), (change, change + WINDOW), (change, change + steps), (change, float("inf"))]
+    return [(change - WINDOW, change), (change, change + WINDOW), (change, change + steps), (change, run_end(record))]
 
 
 def relearning_steps(results: dict) -> dict:
@@ -154,29 +159,40 @@ def map_order(path: Path) -> tuple:
 def maps_table(maps_dir: Path, records: list[dict]) -> str:
     by_run = {(ARMS.get(r["method"], r["method"]), r["seed"]): r for r in records}
     lines = [
-        "| map | each skill's share of its map in rows 1-2 (skills 0-7) | weighted by the skills' probabilities "
-        "| unweighted |",
-        "|-|-|-:|-:|",
+        "| map | skills' share of the steps | skill probabilities | each skill's share of its map in rows 1-2 "
+        "(skills 0-7) | weighted by the probabilities | unweighted | changed share by rows: mean, best skill |",
+        "|-|-:|-|-|-:|-:|-|",
     ]
     for path in sorted(maps_dir.glob("*.png"), key=map_order):
         arm, seed, when = map_name(path)
         maps = skill_maps(path)
         totals = maps.sum(axis=(1, 2))
         drawn = totals > 0  # a skill with no step in the window has an empty map and no share
-        shares = np.where(drawn, maps[:, TOP_ROWS].sum(axis=(1, 2)) / np.where(drawn, totals, 1), np.nan)
+        rows = maps.sum(axis=2)[drawn] / totals[drawn, None]  # each drawn skill's share of its map by row
+        shares = np.full(SKILLS, np.nan)
+        shares[drawn] = rows[:, TOP_ROWS].sum(axis=1)
+        changed = rows @ CHANGED_BY_ROW  # each skill's rows read through a random policy's changed share by row
         tags = by_run[(arm, seed)]["tags"]
         probabilities = np.array([window_mean(tags[f"skills/prob_{k}"], *MAP_STEPS[when]) for k in range(SKILLS)])
         weighted = (probabilities[drawn] * shares[drawn]).sum() / probabilities[drawn].sum()
+        skill_share = window_mean(tags["diayn/skill_share"], *MAP_STEPS[when])
         cells = " ".join("-" if np.isnan(share) else f"{share:.2f}" for share in shares)
-        lines.append(f"| {arm} {seed} {when} | {cells} | {weighted:.3f} | {shares[drawn].mean():.3f} |")
+        lines.append(
+            f"| {arm} {seed} {when} | {skill_share:.3f} | {probabilities.min():.3f}-{probabilities.max():.3f} "
+            f"| {cells} | {weighted:.3f} | {shares[drawn].mean():.3f} | {changed.mean():.2f}, {changed.max():.2f} |"
+        )
     return "\n".join(lines)
+
+
+def run_end(record: dict) -> int:
+    """The step after the run's last logged one: where `common.analyze` ends its last phase."""
+    return max(step for points in record["scalars"].values() for step, _ in points) + 1
 
 
 def phase_returns(record: dict) -> tuple[float, float]:
     """A run's mean return over each phase's last 100k steps (all envs), as the task table reads it."""
-    episodes, change = record["episodes"], record["phases"][1]["start"]
-    end = episodes["bin"] * len(episodes["count"])
-    return bins_mean(episodes, change - 100_000, change), bins_mean(episodes, end - 100_000, end)
+    episodes, change, end = record["episodes"], record["phases"][1]["start"], run_end(record)
+    return bins_mean(episodes, max(0, change - 100_000), change), bins_mean(episodes, max(change, end - 100_000), end)
 
 
 def reruns_table(reruns: list[dict], committed: list[dict]) -> str:
