@@ -2308,12 +2308,12 @@ def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys
 
 
 def test_the_skill_study_s_diagnosis_reads_windows_episodes_and_maps_as_worked_by_hand(tmp_path):
-    """diagnosis.py (the skill study's "why the target is not met"): a tag's window mean, the mean episode length of the
-    bins inside a window, the largest skill probability; a map PNG as `common.tb` writes it read back cell by cell;
-    each skill's share of its map in rows 1-2 and their mean weighted by the skills' probabilities over the map's
-    window, its rows through the changed share by row (the environments page's); the windows of a run; a re-run's
-    return over each phase's last 100k steps and its twin's. Every table the script prints from the committed files
-    stands on the page."""
+    """diagnosis.py (the skill study's "why the guided skills do not meet the target"): a tag's window mean, the mean
+    episode length of the bins inside a window, the largest skill probability; a map PNG as `common.tb` writes it
+    read back cell by cell; each skill's share of its map in rows 1-2 and their mean weighted by the skills'
+    probabilities over the map's window, its rows through the changed share by row (the environments page's); the
+    windows of a run; a re-run's return over each phase's last 100k steps and its twin's. Every table the script
+    prints from the committed files stands on the page."""
     import matplotlib.image
 
     folder = ROOT / "docs/results/skills-band-8x8"
@@ -2346,6 +2346,7 @@ def test_the_skill_study_s_diagnosis_reads_windows_episodes_and_maps_as_worked_b
     assert read_back.shape == (8, 8, 8) and np.abs(read_back - maps).max() <= 1 / 255
     probabilities = {f"skills/prob_{k}": [[1_900_000, 1_950_000, 3_950_000], [0.1, 0.2, 0.4]] for k in range(8)}
     probabilities["skills/prob_2"] = [[1_900_000, 1_950_000, 3_950_000], [0.1, 0.3, 0.4]]  # before: 0.2, others 0.15
+    probabilities["skills/prob_4"] = [[1_900_000, 1_950_000, 3_950_000], [0.2, 0.1, 0.4]]  # largest: 0.2, 0.3, 0.4
     skill_share = [[1_900_000, 1_950_000, 3_950_000], [0.5, 0.3, 0.05]]
     run = {"method": label, "seed": 541, "tags": {**probabilities, "diayn/skill_share": skill_share}}
     rows = diagnosis.maps_table(tmp_path / "maps", [run]).splitlines()[2:]
@@ -2356,8 +2357,8 @@ def test_the_skill_study_s_diagnosis_reads_windows_episodes_and_maps_as_worked_b
     changed = [0.625 * 0.81 + 0.375 * 0.18, 0.5 * 0.79 + 0.5 * 0.51, 0.72 / 3, 0.66]
     by_rows = f"{np.mean(changed):.2f}, 0.66"
     assert rows == [
-        f"| D1 541 before | 0.400 | 0.150-0.200 | {shares} | {weighted:.3f} | 0.281 | {by_rows} |",
-        f"| D1 541 after | 0.050 | 0.400-0.400 | {shares} | 0.281 | 0.281 | {by_rows} |",  # equal: the plain mean
+        f"| D1 541 before | 0.400 | 0.150-0.200 | 0.250 | {shares} | {weighted:.3f} | 0.281 | {by_rows} |",
+        f"| D1 541 after | 0.050 | 0.400-0.400 | 0.400 | {shares} | 0.281 | 0.281 | {by_rows} |",  # the plain mean
     ]
     table = (ROOT / "docs/environments.md").read_text().split("| changed share (`ColorDoorKeyBand-8x8`) |")[1]
     assert [float(v) for v in table.split("\n")[0].strip(" |").split(" | ")] == list(diagnosis.CHANGED_BY_ROW[1:7])

@@ -1,5 +1,5 @@
 """Why the guided skills re-learn no faster here: what the study's series and maps show (not in the plan; a reading
-after the verdicts, for the page's "Why the target is not met").
+after the verdicts, for the page's "Why the guided skills do not meet the target").
 
     python docs/results/skills-band-8x8/diagnosis.py
 
@@ -15,7 +15,9 @@ after it (the arms' re-learning IQMs lie at 180k-323k steps, the DIAYN arms' at 
 
 From the maps (`maps/<arm's label>_<seed>_<before|after>.png`, drawn by the plan's maps loop, each the mean of a run's
 `skills/visitation` images over 100k steps) and the series of the runs they come from (`maps-series.jsonl.gz`), per
-map: the skills' share of the rollout's steps and the range of the skills' probabilities over the map's steps; each
+map: the skills' share of the rollout's steps, the range of the skills' mean probabilities over the map's steps and
+the mean of each iteration's largest probability (a distribution whose favoured skill changes within the window has
+mean probabilities close to uniform and a larger largest one); each
 skill's share of its map in rows 1-2, where the change alters 0.79-0.81 of a random policy's steps (a random policy
 puts 0.34 of its visits there), and their mean weighted by the skills' probabilities against their plain mean (above
 it, the distribution favours the skills that go there); and each skill's rows read through a random policy's changed
@@ -159,9 +161,10 @@ def map_order(path: Path) -> tuple:
 def maps_table(maps_dir: Path, records: list[dict]) -> str:
     by_run = {(ARMS.get(r["method"], r["method"]), r["seed"]): r for r in records}
     lines = [
-        "| map | skills' share of the steps | skill probabilities | each skill's share of its map in rows 1-2 "
-        "(skills 0-7) | weighted by the probabilities | unweighted | changed share by rows: mean, best skill |",
-        "|-|-:|-|-|-:|-:|-|",
+        "| map | skills' share of the steps | skills' mean probabilities | largest probability | each skill's share of "
+        "its map in rows 1-2 (skills 0-7) | weighted by the mean probabilities | unweighted "
+        "| changed share by rows: mean, best skill |",
+        "|-|-:|-|-:|-|-:|-:|-|",
     ]
     for path in sorted(maps_dir.glob("*.png"), key=map_order):
         arm, seed, when = map_name(path)
@@ -176,10 +179,12 @@ def maps_table(maps_dir: Path, records: list[dict]) -> str:
         probabilities = np.array([window_mean(tags[f"skills/prob_{k}"], *MAP_STEPS[when]) for k in range(SKILLS)])
         weighted = (probabilities[drawn] * shares[drawn]).sum() / probabilities[drawn].sum()
         skill_share = window_mean(tags["diayn/skill_share"], *MAP_STEPS[when])
+        largest = window_mean(largest_probability(tags), *MAP_STEPS[when])  # each iteration's largest, averaged
         cells = " ".join("-" if np.isnan(share) else f"{share:.2f}" for share in shares)
         lines.append(
             f"| {arm} {seed} {when} | {skill_share:.3f} | {probabilities.min():.3f}-{probabilities.max():.3f} "
-            f"| {cells} | {weighted:.3f} | {shares[drawn].mean():.3f} | {changed.mean():.2f}, {changed.max():.2f} |"
+            f"| {largest:.3f} | {cells} | {weighted:.3f} | {shares[drawn].mean():.3f} "
+            f"| {changed.mean():.2f}, {changed.max():.2f} |"
         )
     return "\n".join(lines)
 
