@@ -52,7 +52,7 @@ import numpy as np
 
 from common.console import OneLineParser
 from common.frontier import against_frontier, versus
-from common.learning_summary import phase_starts, steps_to_return
+from common.learning_summary import phase_spans, phase_starts, steps_to_return
 from common.runs import COMPLETION_MARKER, RUN_NAME
 from common.series import record as series_record
 from common.series import window_mean
@@ -80,6 +80,7 @@ class RunInfo:
     phases: list[dict] = field(default_factory=list)
     episodes: dict | None = field(default=None, repr=False)  # common.series.episode_bins
     summary: list | None = field(default=None, repr=False)  # common.series.episode_summary
+    machines: list | None = field(default=None, repr=False)  # a series record's: common.series.record
 
 
 @dataclass(frozen=True)
@@ -144,11 +145,8 @@ def phase_metrics(
     common.series): the task along the phase; with `summary`: the last 100 episodes, and success where
     the scalars hold no single episodes; with `robustness`: its re-readings of one loss."""
     level = {}  # each loss's smoothed value at the end of the phase before
-    starts = phase_starts(scalars)
-    last = max(step for series in scalars.values() for step, _ in series)
-    ends = starts[1:] + [last + 1]
     phases = []
-    for phase, (start, end) in enumerate(zip(starts, ends)):
+    for phase, (start, end) in enumerate(phase_spans(scalars)):
         row = {"phase": phase, "start": start, "length": end - start}
         for kind, tag in LOSSES.items():
             steps, values = in_phase(scalars.get(tag, []), start, end)
@@ -256,6 +254,7 @@ def find_runs(folders: list[Path]) -> tuple[list[RunInfo], list[str]]:
                     scalars=source["scalars"],
                     episodes=source["episodes"],
                     summary=source["phases"],
+                    machines=source.get("machines"),
                 )
             )
         else:

@@ -29,7 +29,7 @@ import torch
 from minigrid.core.constants import OBJECT_TO_IDX, STATE_TO_IDX
 
 from common.console import OneLineParser
-from common.learning_summary import phase_starts
+from common.learning_summary import phase_spans, phase_starts
 from envs.views import CHANNEL_OFFSETS, NUM_CHANNELS
 
 KINDS = ("turn", "forward", "pickup", "drop", "toggle_opens", "toggle_wrong_key", "toggle_other", "done")
@@ -77,10 +77,8 @@ def phase_means(scalars: dict, window: int = WINDOW) -> list[dict[str, float]]:
     for the `COLUMNS` logged there (a run that logs no kind has none)."""
     if not any(TAG + kind in scalars for kind in KINDS):
         return [{} for _ in phase_starts(scalars)]
-    starts = phase_starts(scalars)
-    last = max((step for series in scalars.values() for step, _ in series), default=0)
     phases = []
-    for start, end in zip(starts, starts[1:] + [last + 1]):
+    for start, end in phase_spans(scalars):
         first = max(start, end - window) if window else start
         means = {}
         for column, tag in COLUMNS.items():

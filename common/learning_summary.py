@@ -37,6 +37,18 @@ def phase_starts(scalars: dict) -> list[int]:
     return starts
 
 
+def run_end(scalars: dict) -> int:
+    """The step after the run's last logged one (1 when nothing was logged): where its last phase ends."""
+    return max((step for points in scalars.values() for step, _ in points), default=0) + 1
+
+
+def phase_spans(scalars: dict) -> list[tuple[int, int]]:
+    """Each phase's [start, end): from its first logged step to the next phase's first, the last to `run_end`. The
+    analysis (common.analyze), the series (common.series) and the studies' own scripts cut phases by this."""
+    starts = phase_starts(scalars)
+    return list(zip(starts, [*starts[1:], run_end(scalars)]))
+
+
 def steps_to_return(returns: list[tuple[int, float]], start: int, end: float, threshold: float, window: int) -> float:
     """Steps from `start` until the mean of the last `window` episodic returns in [start, end)
     first reaches `threshold`; nan when it never does. The project's one definition of solved."""
@@ -51,7 +63,7 @@ def steps_to_return(returns: list[tuple[int, float]], start: int, end: float, th
 
 
 def recovery_steps(evals: list[tuple[int, float]], change: int, level: float, tail: int, tolerance: float) -> float:
-    """Steps from `change` until the mean of the last `tail` evaluations after it is back at
+    """Steps from `change` until the mean of the last `tail` evaluations from it on is back at
     most `(1 + tolerance) * level`; nan when it never is."""
     return steps_below(evals, change, math.inf, (1 + tolerance) * level, tail)
 
@@ -59,7 +71,7 @@ def recovery_steps(evals: list[tuple[int, float]], change: int, level: float, ta
 def steps_below(evals: list[tuple[int, float]], start: int, end: float, threshold: float, tail: int) -> float:
     """Steps from `start` until the mean of the last `tail` evaluations in [start, end) is at
     most `threshold`; nan when it never is."""
-    inside = [(step, value) for step, value in evals if start < step <= end]
+    inside = [(step, value) for step, value in evals if start <= step < end]
     for k in range(tail, len(inside) + 1):
         if np.mean([v for _, v in inside[k - tail : k]]) <= threshold:
             return inside[k - 1][0] - start
@@ -72,26 +84,25 @@ def summarize(
     scalars = read_scalars(run_dir)
     if "charts/episodic_return" not in scalars:
         raise ValueError(f"{run_dir} has no charts/episodic_return")
-    starts = phase_starts(scalars)
-    last_step = scalars["charts/SPS"][-1][0]
-    ends = starts[1:] + [last_step]
+    spans = phase_spans(scalars)  # as common.analyze cuts the phases
     row = {"run": run_dir.name}
-    for phase, (start, end) in enumerate(zip(starts, ends)):
+    for phase, (start, end) in enumerate(spans):
         row[f"solved_phase{phase}"] = steps_to_return(scalars["charts/episodic_return"], start, end, threshold, window)
-    for phase, (start, end) in enumerate(zip(starts, ends)):
-        returns = [v for step, v in scalars["charts/episodic_return"] if start < step <= end]
+    for phase, (start, end) in enumerate(spans):
+        returns = [v for step, v in scalars["charts/episodic_return"] if start <= step < end]
         row[f"return_end_phase{phase}"] = float(np.mean(returns[-window:])) if returns else math.nan
     evals = scalars.get("external_model/eval_loss", [])
     if eval_threshold is not None and evals:
-        for phase, (start, end) in enumerate(zip(starts, ends)):
+        for phase, (start, end) in enumerate(spans):
             row[f"eval_below_phase{phase}"] = steps_below(evals, start, end, eval_threshold, tail)
-    if len(starts) > 1 and evals:
-        before = [v for s, v in evals if s < starts[1]]
-        after = [v for s, v in evals if starts[1] <= s < ends[1]]
+    if len(spans) > 1 and evals:
+        change, after_end = spans[1]
+        before = [v for s, v in evals if s < change]
+        after = [v for s, v in evals if change <= s < after_end]
         row["eval_before_change"] = float(np.mean(before[-tail:])) if before else math.nan
         row["eval_peak_after"] = float(np.max(after)) if after else math.nan  # a change after the last evaluation
         row["eval_end"] = float(np.mean([v for _, v in evals][-tail:]))
-        row["eval_recovery"] = recovery_steps(evals, starts[1], row["eval_before_change"], tail, tolerance)
+        row["eval_recovery"] = recovery_steps(evals, change, row["eval_before_change"], tail, tolerance)
     return row
 
 

@@ -26,6 +26,7 @@ import io
 import json
 import math
 import os
+import platform
 import re
 import signal
 import sys
@@ -124,6 +125,31 @@ def mark_finished(run_dir: Path, global_step: int, seconds: float) -> None:
     (run_dir / CHECKPOINT).unlink(missing_ok=True)
     (run_dir / PREVIOUS_CHECKPOINT).unlink(missing_ok=True)
     say(f"finished: run folder {run_dir}")
+
+
+MACHINE_TAG = "machine"
+"""the text a run logs at each start, new or resumed, at the step it starts from (`machine`)"""
+
+
+def machine() -> str:
+    """What a run's rounding depends on beside its seed and flags (docs/runs.md: a seed fixes a run on one machine):
+    the CPU, the vector code torch picks on it, the system and the versions of Python, torch and numpy."""
+    import numpy  # imported by every algorithm file anyway
+
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):  # Linux describes the first core here; elsewhere platform's name stands
+        fields = {}
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+        if "model name" in fields:
+            numbers = ", ".join(f"{key} {fields[key]}" for key in ("cpu family", "model", "stepping") if key in fields)
+            cpu = f"{fields['model name']} ({numbers})" if numbers else fields["model name"]
+    device = f"{cpu}, {os.cpu_count()} cores, torch's CPU code {torch.backends.cpu.get_cpu_capability()}"
+    if torch.cuda.is_available():
+        device += f"; {torch.cuda.get_device_name()}"
+    versions = f"Python {platform.python_version()}, torch {torch.__version__}, numpy {numpy.__version__}"
+    return f"{device}; {platform.system()} {platform.release()}; {versions}"
 
 
 def hparams_markdown(args) -> str:
@@ -295,6 +321,7 @@ class Run(contextlib.ExitStack):
         self.callback(self.writer.close)  # closed last
         if not checkpoint:
             self.writer.add_text("hyperparameters", hparams_markdown(args))
+        self.writer.add_text(MACHINE_TAG, machine(), self.global_step)  # each start's: a run resumed elsewhere has two
 
     def __enter__(self):
         stop_on_signals(at_once=True)  # the setup has nothing to save: a stop is a stop

@@ -15,7 +15,8 @@ which are too many to keep one by one (some 20,000 in an 800k-step 6x6 run), as 
 `BIN` global steps (count, return, length) plus, per phase, what only single episodes give: the mean
 return of its last 100 episodes and the step at which that mean first reached 0.8 (`solved_at`); and,
 of a run that logs them, its interest per kind of transition over the phase's last 100k steps and over the whole
-phase (`interest_by_action`, `interest_by_action_whole`: `common.interest_by_action`).
+phase (`interest_by_action`, `interest_by_action_whole`: `common.interest_by_action`); and, of a run that logged it,
+the machine it ran on from each start (`machines`: `common.runs.machine`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import numpy as np
 
 from common.console import OneLineParser, first_line
 from common.interest_by_action import WINDOW, phase_means
-from common.learning_summary import phase_starts, steps_to_return
+from common.learning_summary import phase_spans, run_end, steps_to_return
 
 RETURN, LENGTH = "charts/episodic_return", "charts/episodic_length"
 SERIES_TAGS = (
@@ -78,8 +79,7 @@ def episode_bins(scalars: dict, bin_width: int = BIN) -> dict:
     if lengths and len(returns) != len(lengths):
         raise ValueError(f"{len(returns)} episodic returns but {len(lengths)} episodic lengths")
     lengths = lengths or [(step, math.nan) for step, _ in returns]
-    last = max((step for series in scalars.values() for step, _ in series), default=0)
-    count, total, length = (np.zeros(last // bin_width + 1) for _ in range(3))
+    count, total, length = (np.zeros((run_end(scalars) - 1) // bin_width + 1) for _ in range(3))
     for (step, value), (_, steps_long) in zip(returns, lengths):  # logged in pairs, in the same order
         count[step // bin_width] += 1
         total[step // bin_width] += value
@@ -100,10 +100,8 @@ def window_mean(bins: dict, start: float, end: float, quantity: str = "return") 
 def episode_summary(scalars: dict) -> list[dict]:
     """Per phase: the mean return of its last 100 episodes and the step it first reached 0.8."""
     returns = scalars.get(RETURN, [])
-    starts = phase_starts(scalars)
-    last = max((step for series in scalars.values() for step, _ in series), default=0)
     summary = []
-    for start, end in zip(starts, starts[1:] + [last + 1]):
+    for start, end in phase_spans(scalars):
         inside = [value for step, value in returns if start <= step < end][-LAST_EPISODES:]
         solved = steps_to_return(returns, start, end, SOLVED, LAST_EPISODES)
         summary.append(
@@ -143,11 +141,12 @@ def decode(tags: dict) -> dict:
     }
 
 
-def record(run, scalars: dict, more: tuple[str, ...] = ()) -> dict:
+def record(run, scalars: dict, more: tuple[str, ...] = (), machines: list | None = None) -> dict:
     """The series of one run (`run` has path, env, method, seed, finished; see common.analyze.RunInfo),
-    with its scalars as a reader of the file gets them back (`scalars`; `more`: tags kept besides `encode`'s own).
-    A run read from a series file brings its episodes and per-phase summary along (its scalars hold no single
-    episodes) and keeps every tag that file kept."""
+    with its scalars as a reader of the file gets them back (`scalars`; `more`: tags kept besides `encode`'s own)
+    and the machine it ran on from each start, as [step, text] (`machines`: the run's `common.runs.MACHINE_TAG`
+    texts; left out of the record when the run logged none). A run read from a series file brings its episodes,
+    per-phase summary and machines along (its scalars hold no single episodes) and keeps every tag that file kept."""
     if run.episodes is None:
         episodes = episode_bins(scalars)
         episodes["return"] = [round(v, 6) for v in episodes["return"]]
@@ -158,10 +157,10 @@ def record(run, scalars: dict, more: tuple[str, ...] = ()) -> dict:
                 if means:
                     phase[key] = {kind: float(f"{value:.4g}") for kind, value in means.items()}
     else:
-        episodes, phases = run.episodes, run.summary
+        episodes, phases, machines = run.episodes, run.summary, run.machines
         more = (*more, *scalars)  # and every tag its series kept: a merge keeps a study's own tags
     tags = encode(scalars, more)
-    return {
+    rec = {
         "run": run.path.name,
         "env": run.env,
         "method": run.method,
@@ -172,6 +171,9 @@ def record(run, scalars: dict, more: tuple[str, ...] = ()) -> dict:
         "episodes": episodes,
         "phases": phases,
     }
+    if machines:
+        rec["machines"] = [[step, text] for step, text in machines]
+    return rec
 
 
 def write(records: list[dict], path: Path) -> None:
@@ -227,7 +229,8 @@ def whole_runs(path: Path, records: list[dict]) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     from common.analyze import find_runs
-    from common.tb import read_scalars
+    from common.runs import MACHINE_TAG
+    from common.tb import read_scalars_and_texts
 
     parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=Path, help="sweep folders, folders of run folders, or series files")
@@ -259,7 +262,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     more = tuple(args.tags)
-    records = [record(run, read_scalars(run.path) if run.episodes is None else run.scalars, more) for run in finished]
+    records = []
+    for run in finished:
+        if run.episodes is None:  # a run folder
+            scalars, texts = read_scalars_and_texts(run.path, (MACHINE_TAG,))
+            records.append(record(run, scalars, more, texts[MACHINE_TAG]))
+        else:
+            records.append(record(run, run.scalars, more))
     write(records, args.out)
     notes += [f"no run logged --tags {tag} (a typo?)" for tag in more if not any(tag in rec["tags"] for rec in records)]
     for note in notes:

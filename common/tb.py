@@ -93,6 +93,22 @@ def read_scalars(run_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
     return read_tags(run_dir, lambda value: value.simple_value if value.HasField("simple_value") else None)
 
 
+def read_scalars_and_texts(
+    run_dir: str | Path, texts: tuple[str, ...]
+) -> tuple[dict, dict[str, list[tuple[int, str]]]]:
+    """`read_scalars`, and from the same reading the (step, text) of every text logged under each tag of `texts`
+    (`SummaryWriter.add_text`, which files it as `<tag>/text_summary`): [] for a tag never logged."""
+    stored = {f"{tag}/text_summary": tag for tag in texts}
+
+    def pick(value):
+        if value.HasField("simple_value"):
+            return value.simple_value
+        return value.tensor.string_val[0].decode() if value.tag in stored and value.tensor.string_val else None
+
+    scalars = read_tags(run_dir, pick)
+    return scalars, {tag: scalars.pop(name, []) for name, tag in stored.items()}
+
+
 def read_images(run_dir: str | Path, tag: str) -> list[tuple[int, bytes]]:
     """The (step, encoded PNG) of every image logged under `tag`, with `read_tags`'s purge rules (a resumed run's images
     after its checkpoint are its own)."""

@@ -161,3 +161,41 @@ def test_a_signal_during_the_setup_stops_at_once_and_in_the_loop_after_the_itera
                 run.end_iteration(iteration, 8 * iteration, dict(net=weights), lambda: dict(global_step=8 * iteration))
     assert exit_.value.code == 143 and steps == [1, 2]
     assert (run.dir / CHECKPOINT).exists() and not (run.dir / COMPLETION_MARKER).exists()
+
+
+def test_each_start_logs_its_machine_and_the_series_keeps_them_with_the_run(tmp_path, monkeypatch):
+    """A run stopped after its checkpoint at step 16 and resumed on "another machine" (runs.machine patched): its event
+    files hold the first machine at step 0 and the second at 16, and its series record (made from the folder, then
+    merged from the series file) keeps both; a series record of a run that logged none has no `machines`."""
+    from common import series
+    from common.tb import read_scalars_and_texts
+
+    line = runs.machine()
+    assert torch.__version__ in line and torch.backends.cpu.get_cpu_capability() in line and "\n" not in line
+    monkeypatch.setattr(runs, "machine", lambda: "machine A")
+    monkeypatch.setattr(runs, "lock_folder", lambda folder: folder.mkdir(parents=True, exist_ok=True))  # one process
+    with pytest.raises(SystemExit):
+        with Run(Args(runs_dir=str(tmp_path / "runs"), checkpoint_every=2), None) as run:
+            for iteration in range(1, 4):
+                run.writer.add_scalar("charts/phase", 0, 8 * iteration)
+                run.end_iteration(iteration, 8 * iteration, {}, lambda: dict(global_step=8 * iteration))
+                if iteration == 3:
+                    raise KeyboardInterrupt  # after step 24: the checkpoint holds step 16
+    monkeypatch.setattr(runs, "machine", lambda: "machine B")
+    checkpoint = torch.load(run.dir / CHECKPOINT, weights_only=False)
+    with Run(Args(runs_dir=str(tmp_path / "runs"), resume=str(run.dir)), checkpoint) as resumed:
+        for iteration in range(3, 6):
+            resumed.writer.add_scalar("charts/phase", 0, 8 * iteration)
+            resumed.end_iteration(iteration, 8 * iteration, {}, lambda: dict(global_step=8 * iteration))
+    scalars, texts = read_scalars_and_texts(run.dir, (runs.MACHINE_TAG, "absent"))
+    assert texts == {runs.MACHINE_TAG: [(0, "machine A"), (16, "machine B")], "absent": []}
+    assert [step for step, _ in scalars["charts/phase"]] == [8, 16, 24, 32, 40]  # step 24 logged twice: the last kept
+
+    out = tmp_path / "series.jsonl.gz"
+    assert series.main([str(tmp_path / "runs"), "--out", str(out)]) == 0
+    assert series.main([str(out), "--out", str(out)]) == 0  # a merge from the series file keeps them
+    (rec,) = series.read(out)
+    assert rec["machines"] == [[0, "machine A"], [16, "machine B"]]
+    del rec["machines"]
+    series.write([rec], out)
+    assert series.main([str(out), "--out", str(out)]) == 0 and "machines" not in series.read(out)[0]

@@ -11,7 +11,7 @@ import pytest
 
 from common.benchmark import poi_measurements
 from common.heldout import random_policy_transitions
-from common.learning_summary import phase_starts, recovery_steps, steps_below, steps_to_return
+from common.learning_summary import phase_spans, phase_starts, recovery_steps, run_end, steps_below, steps_to_return
 from common.runs import progress_line
 from tests import forked
 from envs import OneHotFlatObs, resolve_env_id
@@ -23,6 +23,14 @@ def test_phase_starts_from_the_phase_scalar():
     scalars = {"charts/phase": [(100, 0), (200, 0), (300, 1), (400, 1), (500, 2)]}
     assert phase_starts(scalars) == [0, 300, 500]
     assert phase_starts({}) == [0]
+
+
+def test_phases_end_where_the_next_begins_and_the_last_one_step_after_anything_logged():
+    scalars = {"charts/phase": [(100, 0), (300, 1), (500, 2)], "charts/episodic_return": [(37, 0.0), (611, 1.0)]}
+    assert run_end(scalars) == 612  # a return logged after the last phase point still belongs to the run
+    assert phase_spans(scalars) == [(0, 300), (300, 500), (500, 612)]
+    assert phase_spans({"charts/phase": [(8, 0), (16, 0)]}) == [(0, 17)]
+    assert run_end({}) == 1 and phase_spans({}) == [(0, 1)]
 
 
 def test_steps_to_return_counts_from_the_phase_start_and_only_its_episodes():
@@ -54,6 +62,9 @@ def test_steps_below_uses_the_moving_mean_inside_the_phase():
     assert steps_below(evals, start=0, end=100, threshold=2.0, tail=2) == 30
     assert steps_below(evals, start=0, end=100, threshold=1.0, tail=2) == 50
     assert math.isnan(steps_below(evals, start=0, end=45, threshold=1.0, tail=2))
+    # the phase is [start, end), as common.analyze cuts it: an evaluation at its first step counts, one at its end not
+    assert steps_below(evals, start=20, end=100, threshold=2.0, tail=2) == 10  # (1 + 3) / 2 at step 30
+    assert math.isnan(steps_below(evals, start=0, end=50, threshold=1.0, tail=2))
 
 
 def test_benchmark_times_each_poi_field_on_distinct_inputs_and_rejects_bad_flags():

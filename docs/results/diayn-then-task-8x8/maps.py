@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from common.learning_summary import phase_starts  # noqa: E402
+from common.learning_summary import phase_spans  # noqa: E402
 from common.tb import mean_image, read_scalars  # noqa: E402
 
 TAG, WINDOW = "skills/visitation", 100_000
@@ -30,8 +30,7 @@ def phase_ends(scalars: dict) -> list[int]:
     """Each phase's end as common.analyze cuts it: the next phase's first logged step, after the run's last step."""
     if not scalars.get("charts/phase"):
         raise ValueError("no charts/phase logged")
-    last = max(step for series in scalars.values() for step, _ in series)
-    return [*phase_starts(scalars)[1:], last + 1]
+    return [end for _, end in phase_spans(scalars)]
 
 
 def panels(image: np.ndarray) -> list[np.ndarray]:

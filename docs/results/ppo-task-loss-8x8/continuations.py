@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[3]))  # the checkout's common/
 from continue_run import read_header  # noqa: E402
 
-from common.learning_summary import phase_starts  # noqa: E402
+from common.learning_summary import phase_starts, run_end  # noqa: E402
 from common.series import read, window_mean  # noqa: E402
 
 ARMS = ("ppo-ent-coef-0.01", "ppo_poi_progress-interest-noise-int-coef-1", "ppo_poi_progress-interest-error")
@@ -47,9 +47,8 @@ def states(records: list[dict], copies: Path) -> tuple[list[tuple[Path, list[str
             continue
         key = f"{rec['env']}__{rec['method']}__{rec['seed']}"
         change = phase_starts(rec["scalars"])[1]
-        last = max(step for points in rec["scalars"].values() for step, _ in points)
         before = window_mean(rec["episodes"], change - WINDOW, change)
-        at_end, at_last = (window_mean(rec["episodes"], end - WINDOW, end) for end in (END, last + 1))
+        at_end, at_last = (window_mean(rec["episodes"], end - WINDOW, end) for end in (END, run_end(rec["scalars"])))
         returns = f"{before:.3f} / {at_end:.3f} / {at_last:.3f}"
         copy = copies / key / MILESTONE
         if not before >= TASK:

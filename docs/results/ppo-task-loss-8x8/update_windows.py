@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout's common/
 
 from common.analyze import find_runs  # noqa: E402
-from common.learning_summary import phase_starts  # noqa: E402
+from common.learning_summary import phase_starts, run_end  # noqa: E402
 from common.series import episode_bins, episode_summary, window_mean  # noqa: E402
 from common.tb import read_scalars  # noqa: E402
 
@@ -84,7 +84,7 @@ def rows(folders: list[Path]) -> list[dict]:
         starts = phase_starts(scalars)
         if len(starts) != 2:
             continue
-        last = max(s for values in scalars.values() for s, _ in values)
+        last = run_end(scalars) - 1  # the last logged step
         windows = window_means(scalars, run.episodes if from_series else episode_bins(scalars), starts[1], last)
         solved = [phase["solved_at"] for phase in (run.summary if from_series else episode_summary(scalars))]
         out.append(

@@ -37,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
 from common.analyze import interval_estimates  # noqa: E402
+from common.learning_summary import run_end  # noqa: E402
 from common.series import read, window_mean as bins_mean  # noqa: E402
 from common.tb import decode_png  # noqa: E402
 
@@ -104,7 +105,12 @@ def windows(record: dict, relearning: dict) -> list[tuple[float, float]]:
     """The windows of a run (WINDOWS): 200k steps before the change, 200k after, its re-learning, the second phase."""
     change = record["phases"][1]["start"]
     steps = relearning[(record["method"], record["seed"])]
-    return [(change - WINDOW, change), (change, change + WINDOW), (change, change + steps), (change, run_end(record))]
+    return [
+        (change - WINDOW, change),
+        (change, change + WINDOW),
+        (change, change + steps),
+        (change, run_end(record["scalars"])),
+    ]
 
 
 def relearning_steps(results: dict) -> dict:
@@ -189,14 +195,9 @@ def maps_table(maps_dir: Path, records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run_end(record: dict) -> int:
-    """The step after the run's last logged one: where `common.analyze` ends its last phase."""
-    return max(step for points in record["scalars"].values() for step, _ in points) + 1
-
-
 def phase_returns(record: dict) -> tuple[float, float]:
     """A run's mean return over each phase's last 100k steps (all envs), as the task table reads it."""
-    episodes, change, end = record["episodes"], record["phases"][1]["start"], run_end(record)
+    episodes, change, end = record["episodes"], record["phases"][1]["start"], run_end(record["scalars"])
     return bins_mean(episodes, max(0, change - 100_000), change), bins_mean(episodes, max(change, end - 100_000), end)
 
 
