@@ -567,6 +567,68 @@ def test_the_continuous_studys_old_world_reading_takes_its_windows_whole_and_an_
     assert result.returncode == 1 and result.stderr == f"error: no runs of nope in {tmp_path / 's.jsonl.gz'}\n"
 
 
+def test_the_continuous_studys_where_reading_takes_three_windows_per_run_and_an_iqm_over_runs(tmp_path):
+    """where.py: per run, the mean of the changed-region share logged in the last BEFORE steps before the change (the
+    second phase's first logged step), the first AFTER from it and the run's last BEFORE (it ends one step after its
+    last logged step); per arm, the IQM over its runs. The points next to each window carry other values, so a window
+    one point too wide or too narrow moves its mean."""
+
+    def write(method, seed, delta, phases=2):
+        run_dir = tmp_path / f"runs/PendulumMotorChange-v1__{method}__{seed}__{1000 + seed}"
+        with SummaryWriter(run_dir) as writer:
+            for step in range(1_000, 201_000, 1_000):  # the change logged first at 101,000
+                phase = int(step > 100_000) if phases == 2 else 0
+                value = 0.9 if step <= 50_000 else 0.2 if step <= 100_000 else 0.5 if step <= 150_000 else 0.3
+                writer.add_scalar("charts/phase", phase, step)
+                writer.add_scalar("external_model/rollout_changed_share", value + delta, step)
+        (run_dir / "finished.json").write_text("{}")
+
+    for seed, delta in enumerate((0.01, 0.02, 0.03, 0.07, 0.5), start=1):  # the IQM of five: the middle three's mean
+        write("i1", seed, delta)
+    write("f1", 1, 0.0)
+    write("flat", 1, 0.0, phases=1)
+    made = forked.run(["-m", "common.series", tmp_path / "runs", "--out", tmp_path / "s.jsonl.gz"], ROOT)
+    assert made.returncode == 0, made.stderr
+    script = ROOT / "docs/results/continuous-interest/where.py"
+    where = load_script("where", script)
+    found = where.readings(tmp_path / "s.jsonl.gz", 50_000, 50_000, ["i1", "f1"])
+    assert [round(iqm, 6) for iqm, *_ in found["i1"].values()] == [0.24, 0.54, 0.34]
+    assert all(runs == 5 and low < iqm < high for iqm, low, high, runs in found["i1"].values())
+    other = where.readings(tmp_path / "s.jsonl.gz", 60_000, 20_000, ["f1"])["f1"]  # 10 more points in each 60,000
+    expected = [(50 * 0.2 + 10 * 0.9) / 60, 0.5, (50 * 0.3 + 10 * 0.5) / 60]
+    assert [round(iqm, 6) for iqm, *_ in other.values()] == [round(value, 6) for value in expected]
+    result = forked.run([script, tmp_path / "s.jsonl.gz", "50000", "50000", "f1"], ROOT)
+    assert result.stdout.splitlines() == [
+        "| arm | runs | last 50,000 before the change | first 50,000 after it | last 50,000 of the run |",
+        "|-|-:|-|-|-|",
+        "| f1 | 1 | 0.200 [0.200, 0.200] | 0.500 [0.500, 0.500] | 0.300 [0.300, 0.300] |",
+    ]
+    for args, error in [
+        (["50000", "50000", "flat"], "error: flat: 1 phases, not 2\n"),
+        (["50000", "50000", "nope"], f"error: no finished runs of nope in {tmp_path / 's.jsonl.gz'}\n"),
+        (["200000", "50000", "f1"], None),  # the first 1,000 steps before any point: still points in the window
+        (["50000", "0", "f1"], "usage"),
+        (["50000", "x", "f1"], "usage"),
+        (["50000", "50000"], "usage"),
+    ]:
+        result = forked.run([script, tmp_path / "s.jsonl.gz", *args], ROOT)
+        if error is None:
+            assert result.returncode == 0, result.stderr
+        else:
+            assert result.returncode == 1 and result.stderr.startswith(error), result.stderr
+
+    _, block = amendment(ROOT / "docs/results/continuous-interest/PLAN.md", "## Amendment 4")  # its commands
+    values = {"R": "docs/results/continuous-interest", "P": "ppo_continuous_poi_ensemble", "A": "sac_forward_model"}
+    lines = [re.sub(r"\$(\w+)", lambda m: values[m[1]], line) for line in block.replace("\\\n", " ").splitlines()]
+    p, a, r = values["P"], values["A"], values["R"]
+    ppo = [f"{p}-int-coef-0", f"{p}-int-coef-0-ent-coef-0.01", f"{p}-interest-noise", p]
+    sac = [f"{a}-int-coef-0", f"{a}-int-coef-0-no-autotune-alpha-0.2", f"{a}-interest-noise-int-coef-0.1"]
+    assert [shlex.split(line)[1:] for line in lines if line.strip()] == [
+        [f"{r}/where.py", f"{r}/ppo-series.jsonl.gz", "50000", "50000", *ppo],
+        [f"{r}/where.py", f"{r}/sac-series.jsonl.gz", "6000", "10000", *sac, f"{a}-int-coef-0.1"],
+    ]
+
+
 def test_the_continuous_studys_commands_parse_and_name_its_arms():
     """Amendment 1's commands, their variables filled in (the algorithm files of this checkout, which bear the plan
     commit's names and flags; the worktree at the last amendment's commit): every sweep and analysis parses with its
