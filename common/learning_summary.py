@@ -63,15 +63,16 @@ def steps_to_return(returns: list[tuple[int, float]], start: int, end: float, th
 
 
 def recovery_steps(evals: list[tuple[int, float]], change: int, level: float, tail: int, tolerance: float) -> float:
-    """Steps from `change` until the mean of the last `tail` evaluations from it on is back at
+    """Steps from `change` until the mean of the last `tail` evaluations after it is back at
     most `(1 + tolerance) * level`; nan when it never is."""
     return steps_below(evals, change, math.inf, (1 + tolerance) * level, tail)
 
 
 def steps_below(evals: list[tuple[int, float]], start: int, end: float, threshold: float, tail: int) -> float:
-    """Steps from `start` until the mean of the last `tail` evaluations in [start, end) is at
-    most `threshold`; nan when it never is."""
-    inside = [(step, value) for step, value in evals if start <= step < end]
+    """Steps from `start` until the mean of the last `tail` evaluations in (start, end] is at
+    most `threshold`; nan when it never is. (This summary's own windows, older than common.analyze's [start, end):
+    kept, as the summaries committed with earlier studies were made by them.)"""
+    inside = [(step, value) for step, value in evals if start < step <= end]
     for k in range(tail, len(inside) + 1):
         if np.mean([v for _, v in inside[k - tail : k]]) <= threshold:
             return inside[k - 1][0] - start
@@ -84,25 +85,26 @@ def summarize(
     scalars = read_scalars(run_dir)
     if "charts/episodic_return" not in scalars:
         raise ValueError(f"{run_dir} has no charts/episodic_return")
-    spans = phase_spans(scalars)  # as common.analyze cuts the phases
+    starts = phase_starts(scalars)
+    last_step = scalars["charts/SPS"][-1][0]
+    ends = starts[1:] + [last_step]
     row = {"run": run_dir.name}
-    for phase, (start, end) in enumerate(spans):
+    for phase, (start, end) in enumerate(zip(starts, ends)):
         row[f"solved_phase{phase}"] = steps_to_return(scalars["charts/episodic_return"], start, end, threshold, window)
-    for phase, (start, end) in enumerate(spans):
-        returns = [v for step, v in scalars["charts/episodic_return"] if start <= step < end]
+    for phase, (start, end) in enumerate(zip(starts, ends)):
+        returns = [v for step, v in scalars["charts/episodic_return"] if start < step <= end]
         row[f"return_end_phase{phase}"] = float(np.mean(returns[-window:])) if returns else math.nan
     evals = scalars.get("external_model/eval_loss", [])
     if eval_threshold is not None and evals:
-        for phase, (start, end) in enumerate(spans):
+        for phase, (start, end) in enumerate(zip(starts, ends)):
             row[f"eval_below_phase{phase}"] = steps_below(evals, start, end, eval_threshold, tail)
-    if len(spans) > 1 and evals:
-        change, after_end = spans[1]
-        before = [v for s, v in evals if s < change]
-        after = [v for s, v in evals if change <= s < after_end]
+    if len(starts) > 1 and evals:
+        before = [v for s, v in evals if s < starts[1]]
+        after = [v for s, v in evals if starts[1] <= s < ends[1]]
         row["eval_before_change"] = float(np.mean(before[-tail:])) if before else math.nan
         row["eval_peak_after"] = float(np.max(after)) if after else math.nan  # a change after the last evaluation
         row["eval_end"] = float(np.mean([v for _, v in evals][-tail:]))
-        row["eval_recovery"] = recovery_steps(evals, change, row["eval_before_change"], tail, tolerance)
+        row["eval_recovery"] = recovery_steps(evals, starts[1], row["eval_before_change"], tail, tolerance)
     return row
 
 

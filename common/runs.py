@@ -33,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 import tyro
 from torch.utils.tensorboard import SummaryWriter
@@ -131,24 +132,24 @@ MACHINE_TAG = "machine"
 """the text a run logs at each start, new or resumed, at the step it starts from (`machine`)"""
 
 
-def machine() -> str:
+def machine(cuda: bool = False) -> str:
     """What a run's rounding depends on beside its seed and flags (docs/runs.md: a seed fixes a run on one machine):
-    the CPU, the vector code torch picks on it, the system and the versions of Python, torch and numpy."""
-    import numpy  # imported by every algorithm file anyway
-
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):  # Linux describes the first core here; elsewhere platform's name stands
+    the CPU (with `cuda`, the GPU too), the vector code torch picks on it, the system and the versions of Python, torch
+    and numpy. Never raises: what cannot be read is left out or named by what platform knows."""
+    name, numbers = "", ""
+    with contextlib.suppress(OSError, UnicodeDecodeError):  # Linux describes each core here: the first one's
         fields = {}
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
             fields.setdefault(key.strip(), value.strip())
-        if "model name" in fields:
-            numbers = ", ".join(f"{key} {fields[key]}" for key in ("cpu family", "model", "stepping") if key in fields)
-            cpu = f"{fields['model name']} ({numbers})" if numbers else fields["model name"]
+        name = fields.get("model name", "")  # ARM's cpuinfo has none: the architecture stands in
+        numbers = ", ".join(f"{key} {fields[key]}" for key in ("cpu family", "model", "stepping") if key in fields)
+    cpu = (name or platform.machine() or "an unnamed CPU") + (f" ({numbers})" if numbers else "")
     device = f"{cpu}, {os.cpu_count()} cores, torch's CPU code {torch.backends.cpu.get_cpu_capability()}"
-    if torch.cuda.is_available():
-        device += f"; {torch.cuda.get_device_name()}"
-    versions = f"Python {platform.python_version()}, torch {torch.__version__}, numpy {numpy.__version__}"
+    if cuda:
+        with contextlib.suppress(RuntimeError, AssertionError):  # a GPU busy elsewhere, a torch without CUDA
+            device += f"; {torch.cuda.get_device_name()}"
+    versions = f"Python {platform.python_version()}, torch {torch.__version__}, numpy {np.__version__}"
     return f"{device}; {platform.system()} {platform.release()}; {versions}"
 
 
@@ -321,7 +322,10 @@ class Run(contextlib.ExitStack):
         self.callback(self.writer.close)  # closed last
         if not checkpoint:
             self.writer.add_text("hyperparameters", hparams_markdown(args))
-        self.writer.add_text(MACHINE_TAG, machine(), self.global_step)  # each start's: a run resumed elsewhere has two
+        # each start's machine, at the first step it logs (a resume: purge_step, so a later start from the same
+        # checkpoint drops it with the rest of what this one logged)
+        cuda = getattr(args, "cuda", False) and torch.cuda.is_available()  # the device the algorithm files pick
+        self.writer.add_text(MACHINE_TAG, machine(cuda), purge_step or 0)
 
     def __enter__(self):
         stop_on_signals(at_once=True)  # the setup has nothing to save: a stop is a stop

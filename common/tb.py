@@ -103,7 +103,9 @@ def read_scalars_and_texts(
     def pick(value):
         if value.HasField("simple_value"):
             return value.simple_value
-        return value.tensor.string_val[0].decode() if value.tag in stored and value.tensor.string_val else None
+        if value.tag in stored and value.tensor.string_val:
+            return value.tensor.string_val[0].decode(errors="replace")  # another tool's text need not be UTF-8
+        return None
 
     scalars = read_tags(run_dir, pick)
     return scalars, {tag: scalars.pop(name, []) for name, tag in stored.items()}

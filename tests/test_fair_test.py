@@ -573,18 +573,19 @@ def test_the_continuous_studys_where_reading_takes_three_windows_per_run_and_an_
     last logged step); per arm, the IQM over its runs. The points next to each window carry other values, so a window
     one point too wide or too narrow moves its mean."""
 
-    def write(method, seed, delta, phases=2):
+    def write(method, seed, delta, phases=2, skip=None):
         run_dir = tmp_path / f"runs/PendulumMotorChange-v1__{method}__{seed}__{1000 + seed}"
         with SummaryWriter(run_dir) as writer:
             for step in range(1_000, 201_000, 1_000):  # the change logged first at 101,000
                 phase = int(step > 100_000) if phases == 2 else 0
                 value = 0.9 if step <= 50_000 else 0.2 if step <= 100_000 else 0.5 if step <= 150_000 else 0.3
                 writer.add_scalar("charts/phase", phase, step)
-                writer.add_scalar("external_model/rollout_changed_share", value + delta, step)
+                if step != skip:
+                    writer.add_scalar("external_model/rollout_changed_share", value + delta, step)
         (run_dir / "finished.json").write_text("{}")
 
     for seed, delta in enumerate((0.01, 0.02, 0.03, 0.07, 0.5), start=1):  # the IQM of five: the middle three's mean
-        write("i1", seed, delta)
+        write("i1", seed, delta, skip=120_000 if seed == 5 else None)  # a point missing after the change
     write("f1", 1, 0.0)
     write("flat", 1, 0.0, phases=1)
     made = forked.run(["-m", "common.series", tmp_path / "runs", "--out", tmp_path / "s.jsonl.gz"], ROOT)
@@ -593,16 +594,21 @@ def test_the_continuous_studys_where_reading_takes_three_windows_per_run_and_an_
     where = load_script("where", script)
     found = where.readings(tmp_path / "s.jsonl.gz", 50_000, 50_000, ["i1", "f1"])
     assert [round(iqm, 6) for iqm, *_ in found["i1"].values()] == [0.24, 0.54, 0.34]
-    assert all(runs == 5 and low < iqm < high for iqm, low, high, runs in found["i1"].values())
+    assert all(runs == 5 and low < iqm < high for iqm, low, high, runs, _ in found["i1"].values())
+    assert [points for *_, points in found["i1"].values()] == [(50, 50), (49, 50), (50, 50)]
     other = where.readings(tmp_path / "s.jsonl.gz", 60_000, 20_000, ["f1"])["f1"]  # 10 more points in each 60,000
     expected = [(50 * 0.2 + 10 * 0.9) / 60, 0.5, (50 * 0.3 + 10 * 0.5) / 60]
     assert [round(iqm, 6) for iqm, *_ in other.values()] == [round(value, 6) for value in expected]
-    result = forked.run([script, tmp_path / "s.jsonl.gz", "50000", "50000", "f1"], ROOT)
-    assert result.stdout.splitlines() == [
-        "| arm | runs | last 50,000 before the change | first 50,000 after it | last 50,000 of the run |",
-        "|-|-:|-|-|-|",
-        "| f1 | 1 | 0.200 [0.200, 0.200] | 0.500 [0.500, 0.500] | 0.300 [0.300, 0.300] |",
+    result = forked.run([script, tmp_path / "s.jsonl.gz", "50000", "50000", "f1", "i1"], ROOT)
+    assert result.stdout.splitlines()[:3] == [
+        "| arm | runs | last 50,000 before the change | first 50,000 after it | last 50,000 of the run "
+        "| points in a run: before, after, end |",
+        "|-|-:|-|-|-|-|",
+        "| f1 | 1 | 0.200 [0.200, 0.200] | 0.500 [0.500, 0.500] | 0.300 [0.300, 0.300] | 50, 50, 50 |",
     ]
+    cells = result.stdout.splitlines()[3].split(" | ")  # i1: the IQMs, each with its bootstrap CI
+    assert cells[:2] == ["| i1", "5"] and cells[-1] == "50, 49-50, 50 |"
+    assert [cell.split(" [")[0] for cell in cells[2:5]] == ["0.240", "0.540", "0.340"]
     for args, error in [
         (["50000", "50000", "flat"], "error: flat: 1 phases, not 2\n"),
         (["50000", "50000", "nope"], f"error: no finished runs of nope in {tmp_path / 's.jsonl.gz'}\n"),

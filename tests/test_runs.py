@@ -164,38 +164,46 @@ def test_a_signal_during_the_setup_stops_at_once_and_in_the_loop_after_the_itera
 
 
 def test_each_start_logs_its_machine_and_the_series_keeps_them_with_the_run(tmp_path, monkeypatch):
-    """A run stopped after its checkpoint at step 16 and resumed on "another machine" (runs.machine patched): its event
-    files hold the first machine at step 0 and the second at 16, and its series record (made from the folder, then
-    merged from the series file) keeps both; a series record of a run that logged none has no `machines`."""
+    """A run stopped after its checkpoint at step 16, resumed from it on "machine B" (runs.machine patched) and stopped
+    before its next checkpoint, then resumed from it again on "machine C": its event files hold A from step 0 and C from
+    17 (B's start is dropped with the rest of what B logged), and its series record (made from the folder, then merged
+    from the series file) keeps both; a series record of a run that logged none has no `machines`."""
     from common import series
-    from common.tb import read_scalars_and_texts
+    from common.tb import read_scalars, read_scalars_and_texts
 
     line = runs.machine()
     assert torch.__version__ in line and torch.backends.cpu.get_cpu_capability() in line and "\n" not in line
-    monkeypatch.setattr(runs, "machine", lambda: "machine A")
     monkeypatch.setattr(runs, "lock_folder", lambda folder: folder.mkdir(parents=True, exist_ok=True))  # one process
+
+    def iterations(run, first, last, stop_after=None):
+        for iteration in range(first, last + 1):
+            run.writer.add_scalar("charts/phase", 0, 8 * iteration)
+            run.end_iteration(iteration, 8 * iteration, {}, lambda: dict(global_step=8 * iteration))
+            if iteration == stop_after:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(runs, "machine", lambda cuda: "machine A")
     with pytest.raises(SystemExit):
         with Run(Args(runs_dir=str(tmp_path / "runs"), checkpoint_every=2), None) as run:
-            for iteration in range(1, 4):
-                run.writer.add_scalar("charts/phase", 0, 8 * iteration)
-                run.end_iteration(iteration, 8 * iteration, {}, lambda: dict(global_step=8 * iteration))
-                if iteration == 3:
-                    raise KeyboardInterrupt  # after step 24: the checkpoint holds step 16
-    monkeypatch.setattr(runs, "machine", lambda: "machine B")
+            iterations(run, 1, 5, stop_after=3)  # after step 24: the checkpoint holds step 16
     checkpoint = torch.load(run.dir / CHECKPOINT, weights_only=False)
-    with Run(Args(runs_dir=str(tmp_path / "runs"), resume=str(run.dir)), checkpoint) as resumed:
-        for iteration in range(3, 6):
-            resumed.writer.add_scalar("charts/phase", 0, 8 * iteration)
-            resumed.end_iteration(iteration, 8 * iteration, {}, lambda: dict(global_step=8 * iteration))
+    resume = Args(runs_dir=str(tmp_path / "runs"), resume=str(run.dir), checkpoint_every=2)
+    monkeypatch.setattr(runs, "machine", lambda cuda: "machine B")
+    with pytest.raises(SystemExit):
+        with Run(resume, checkpoint) as resumed:
+            iterations(resumed, 3, 5, stop_after=3)  # stopped before its first checkpoint (at step 32)
+    monkeypatch.setattr(runs, "machine", lambda cuda: "machine C")
+    with Run(resume, checkpoint) as resumed:
+        iterations(resumed, 3, 5)
     scalars, texts = read_scalars_and_texts(run.dir, (runs.MACHINE_TAG, "absent"))
-    assert texts == {runs.MACHINE_TAG: [(0, "machine A"), (16, "machine B")], "absent": []}
-    assert [step for step, _ in scalars["charts/phase"]] == [8, 16, 24, 32, 40]  # step 24 logged twice: the last kept
+    assert texts == {runs.MACHINE_TAG: [(0, "machine A"), (17, "machine C")], "absent": []}
+    assert scalars == read_scalars(run.dir) and [step for step, _ in scalars["charts/phase"]] == [8, 16, 24, 32, 40]
 
     out = tmp_path / "series.jsonl.gz"
     assert series.main([str(tmp_path / "runs"), "--out", str(out)]) == 0
     assert series.main([str(out), "--out", str(out)]) == 0  # a merge from the series file keeps them
     (rec,) = series.read(out)
-    assert rec["machines"] == [[0, "machine A"], [16, "machine B"]]
+    assert rec["machines"] == [[0, "machine A"], [17, "machine C"]]
     del rec["machines"]
     series.write([rec], out)
     assert series.main([str(out), "--out", str(out)]) == 0 and "machines" not in series.read(out)[0]

@@ -62,9 +62,9 @@ def test_steps_below_uses_the_moving_mean_inside_the_phase():
     assert steps_below(evals, start=0, end=100, threshold=2.0, tail=2) == 30
     assert steps_below(evals, start=0, end=100, threshold=1.0, tail=2) == 50
     assert math.isnan(steps_below(evals, start=0, end=45, threshold=1.0, tail=2))
-    # the phase is [start, end), as common.analyze cuts it: an evaluation at its first step counts, one at its end not
-    assert steps_below(evals, start=20, end=100, threshold=2.0, tail=2) == 10  # (1 + 3) / 2 at step 30
-    assert math.isnan(steps_below(evals, start=0, end=50, threshold=1.0, tail=2))
+    # the window is (start, end]: an evaluation at its first step does not count, one at its end does
+    assert steps_below(evals, start=20, end=100, threshold=2.0, tail=2) == 20  # (3 + 1) / 2 at step 40
+    assert steps_below(evals, start=0, end=50, threshold=1.0, tail=2) == 50
 
 
 def test_benchmark_times_each_poi_field_on_distinct_inputs_and_rejects_bad_flags():

@@ -39,20 +39,22 @@ def windows(scalars: dict, before: int, after: int) -> dict[str, tuple[int, int]
     }
 
 
-def shares(scalars: dict, before: int, after: int) -> dict[str, float]:
-    """{window: the mean of the share's points logged in it} for one run; ValueError for a window with none."""
+def shares(scalars: dict, before: int, after: int) -> dict[str, tuple[float, int]]:
+    """{window: (the mean of the share's points logged in it, how many)} for one run; ValueError for a window with
+    none."""
     points = scalars.get(TAG, [])
     out = {}
     for name, (start, end) in windows(scalars, before, after).items():
         inside = [value for step, value in points if start <= step < end]
         if not inside:
             raise ValueError(f"no {TAG} logged at steps {start:,}-{end - 1:,}")
-        out[name] = float(np.mean(inside))
+        out[name] = float(np.mean(inside)), len(inside)
     return out
 
 
 def readings(series: Path, before: int, after: int, arms: list[str]) -> dict[str, dict[str, tuple]]:
-    """{arm: {window: (IQM, CI low, CI high, runs)}} over each arm's runs in the series file `series`."""
+    """{arm: {window: (IQM, CI low, CI high, runs, (fewest, most) points in a run)}} over each arm's runs in the series
+    file `series`."""
     runs, _ = analyze.find_runs([series])
     found = {}
     for arm in arms:
@@ -65,9 +67,10 @@ def readings(series: Path, before: int, after: int, arms: list[str]) -> dict[str
             raise ValueError(f"{arm}: {error}") from None
         found[arm] = {}
         for window in per_run[0]:
-            scores = np.array([[run[window]] for run in per_run])
+            scores = np.array([[run[window][0]] for run in per_run])
             iqm, low, high = analyze.interval_estimates({arm: scores}, REPS, SEED)[arm]
-            found[arm][window] = (iqm, low, high, len(of_arm))
+            points = [run[window][1] for run in per_run]
+            found[arm][window] = (iqm, low, high, len(of_arm), (min(points), max(points)))
     return found
 
 
@@ -84,11 +87,15 @@ def main(argv: list[str]) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(f"| arm | runs | last {before:,} before the change | first {after:,} after it | last {before:,} of the run |")
-    print("|-|-:|-|-|-|")
+    print(
+        f"| arm | runs | last {before:,} before the change | first {after:,} after it | last {before:,} of the run "
+        "| points in a run: before, after, end |"
+    )
+    print("|-|-:|-|-|-|-|")
     for arm, by_window in found.items():
-        cells = [f"{iqm:.3f} [{low:.3f}, {high:.3f}]" for iqm, low, high, _ in by_window.values()]
-        print(f"| {arm} | {next(iter(by_window.values()))[3]} | {' | '.join(cells)} |")
+        cells = [f"{iqm:.3f} [{low:.3f}, {high:.3f}]" for iqm, low, high, *_ in by_window.values()]
+        counts = ", ".join(f"{a}" if a == b else f"{a}-{b}" for *_, (a, b) in by_window.values())
+        print(f"| {arm} | {next(iter(by_window.values()))[3]} | {' | '.join(cells)} | {counts} |")
     return 0
 
 
