@@ -129,7 +129,7 @@ def mark_finished(run_dir: Path, global_step: int, seconds: float) -> None:
 
 
 MACHINE_TAG = "machine"
-"""the text a run logs at each start, new or resumed, at the step it starts from (`machine`)"""
+"""the text a run logs at each start, new or resumed, at the first step that start logs (`machine`)"""
 
 
 def machine(cuda: bool = False) -> str:
