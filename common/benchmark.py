@@ -33,6 +33,7 @@ import numpy as np
 
 from common.console import OneLineParser
 from common.heldout import random_policy_transitions
+from common.runs import machine
 from common.sweep import check_command
 from common.tb import read_scalars
 from envs import OneHotFlatObs, is_color_door_key, make_vector_env, resolve_env_id, view_columns
@@ -356,6 +357,16 @@ def poi_table(algos: list[str], env_id: str, num_steps: int, rounds: int) -> Non
             )
 
 
+def checkout() -> str:
+    """This checkout's commit, and whether its files differ from it (which a table measured here then includes)."""
+    git = ["git", "-C", str(ROOT)]
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if not commit:
+        return "not a git checkout"
+    changed = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    return f"the checkout at {commit}" + (" with uncommitted changes" if changed.stdout.strip() else "")
+
+
 def main() -> None:
     parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -447,6 +458,7 @@ def main() -> None:
     except ValueError as error:
         sys.exit(f"error: {error}")
 
+    print(f"measured on {machine()}, {checkout()}")  # what a table's figures hold for (docs/benchmarks.md)
     if args.update:
         update_table(args.algos, args.update_batch, args.rounds, env_id=resolve_env_id(args.env))
         return

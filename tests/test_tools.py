@@ -8,6 +8,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 from common.benchmark import poi_measurements
 from common.heldout import random_policy_transitions
@@ -143,6 +144,10 @@ def test_benchmark_measures_a_continuous_file_on_its_own_env_and_rejects_mixes(t
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| sac_forward_model")]
     assert len(rows) == 1 and "raw env" not in proc.stdout and rows[0].endswith("| 1.00 |")
+    first_line = proc.stdout.splitlines()[0]  # what the figures hold for: the machine and the checkout
+    assert first_line.startswith("measured on ") and torch.backends.cpu.get_cpu_capability() in first_line
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    assert f"the checkout at {head.stdout.strip()}" in first_line or "not a git checkout" in first_line
 
 
 def test_the_last_image_of_a_tag_is_read_back_and_written_upscaled(tmp_path):
