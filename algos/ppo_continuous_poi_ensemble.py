@@ -26,6 +26,7 @@ from envs.continuous import (
     check_continuous_env,
     fill_in_phases,
     inner_wrapper,
+    last_steps_in_region,
     make_continuous_env,
 )
 
@@ -463,6 +464,7 @@ if __name__ == "__main__":
         int_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
         final_values = torch.zeros((args.num_steps, args.num_envs)).to(device)
         deltas = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
+        in_region = torch.zeros((args.num_steps, args.num_envs), dtype=torch.bool)  # logging only: the changed region
 
         # TRY NOT TO MODIFY: start the game, or go on from the checkpoint
         iteration = 0
@@ -521,6 +523,8 @@ if __name__ == "__main__":
                 # TRY NOT TO MODIFY: execute the game and log data.
                 next_obs_np, reward, termination, truncation, infos = envs.step(action.cpu().numpy())
                 done = np.logical_or(termination, truncation)
+                if (region := last_steps_in_region(envs)) is not None:
+                    in_region[step] = torch.from_numpy(region)
                 real_next_obs = torch.tensor(
                     true_next_obs(next_obs_np, infos, done), dtype=torch.float32, device=device
                 )
@@ -669,6 +673,11 @@ if __name__ == "__main__":
             share = changed_region_share(envs)  # where the agent went since the last log: the region the change acts on
             if share is not None:
                 writer.add_scalar("external_model/rollout_changed_share", share, global_step)
+                # and the share of the rollout's interest there: whether the signal points where the change acts
+                interest = poi.cpu()
+                writer.add_scalar(
+                    "poi/changed_region_interest", (interest[in_region].sum() / interest.sum()).item(), global_step
+                )
             writer.add_scalar("losses/int_value_loss", int_v_loss.item(), global_step)
             writer.add_scalar("poi/mean", poi.mean().item(), global_step)
             writer.add_scalar("poi/max", poi.max().item(), global_step)

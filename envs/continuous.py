@@ -119,6 +119,7 @@ class MotorChange(gym.Wrapper):
         self.phase = self.next_phase = 0
         self.last_obs = None
         self.steps = self.region_steps = 0  # since the last take_counts
+        self.last_in_region = False  # whether the last step was taken in that region
 
     def set_phase(self, phase: int) -> None:
         self.next_phase = phase
@@ -138,7 +139,7 @@ class MotorChange(gym.Wrapper):
         return self.last_obs, info
 
     def step(self, action):
-        in_region = bool(self.changed(self.last_obs, action))
+        in_region = self.last_in_region = bool(self.changed(self.last_obs, action))
         self.steps, self.region_steps = self.steps + 1, self.region_steps + in_region
         if self.phase % 2 and in_region:  # the push the task would apply (within its bounds), weakened
             action = np.clip(np.array(action, dtype=np.float32), self.action_space.low, self.action_space.high)
@@ -190,6 +191,13 @@ def changed_region_share(envs) -> float | None:
     counts = [motor.take_counts() for motor in map(motor_change, envs.envs) if motor is not None]
     steps = sum(total for _, total in counts)
     return sum(region for region, _ in counts) / steps if steps else None
+
+
+def last_steps_in_region(envs) -> np.ndarray | None:
+    """Per env of a SyncVectorEnv, whether its last step was taken in the region its change acts on (the step's
+    own, before an autoreset), whatever the phase; None for an env without a change."""
+    motors = [motor_change(env) for env in envs.envs]
+    return None if None in motors else np.array([motor.last_in_region for motor in motors])
 
 
 def fill_in_phases(args) -> None:

@@ -11,7 +11,13 @@ from algos import sac_forward_model as sac
 from common.checkpoint import load_checkpoint, save_checkpoint
 from common.tb import read_scalars
 from common.heldout import continuous_heldout_set
-from envs.continuous import changed_region_share, fill_in_phases, make_continuous_env, motor_change
+from envs.continuous import (
+    changed_region_share,
+    fill_in_phases,
+    last_steps_in_region,
+    make_continuous_env,
+    motor_change,
+)
 from tests import forked
 from tests.reference import by_reference, reference
 from tests.test_rollout_data import ROOT, SPY
@@ -327,7 +333,8 @@ def test_the_held_out_sets_marked_transitions_all_change_but_at_the_speed_cap():
 
 def test_the_changed_region_share_counts_where_the_agent_went_in_every_phase():
     """changed_region_share over a vector env against a plain count of the hand-placed states: steps below the
-    horizontal with a positive torque, in phase 0 as in phase 1, each count taken once."""
+    horizontal with a positive torque, in phase 0 as in phase 1, each count taken once; and last_steps_in_region
+    marks each env's own last step."""
     envs = gym.vector.SyncVectorEnv([lambda: make_continuous_env("PendulumMotorChange-v1")] * 2)
     envs.reset(seed=0)
     rng = np.random.default_rng(1)
@@ -342,10 +349,13 @@ def test_the_changed_region_share_counts_where_the_agent_went_in_every_phase():
                 motor = motor_change(env)
                 env.unwrapped.state = np.array([angle, 0.0])
                 motor.last_obs = np.array([np.cos(angle), np.sin(angle), 0.0], dtype=np.float32)
-            expected += int(np.sum((np.cos(angles) < 0) & (torques[:, 0] > 0)))
+            marked = (np.cos(angles) < 0) & (torques[:, 0] > 0)
+            expected += int(np.sum(marked))
             envs.step(torques)
+            assert np.array_equal(last_steps_in_region(envs), marked)
         assert changed_region_share(envs) == expected / 60 and 0 < expected < 60
-    assert changed_region_share(gym.vector.SyncVectorEnv([lambda: make_continuous_env("Pendulum-v1")])) is None
+    unchanging = gym.vector.SyncVectorEnv([lambda: make_continuous_env("Pendulum-v1")])
+    assert changed_region_share(unchanging) is None and last_steps_in_region(unchanging) is None
 
 
 def test_continuous_heldout_sets_are_fixed_per_phase_and_hold_the_changed_transitions():
@@ -728,6 +738,9 @@ def test_a_world_that_changes_and_its_evaluation_which_never_changes_training(tm
         assert all(np.isfinite(v) and v > 0 for _, v in reference_scalars[tag])
     shares = reference_scalars["external_model/rollout_changed_share"]  # where the agent went, at each log
     assert [s for s, _ in shares] == [s for s, _ in phases] and all(0 < v < 1 for _, v in shares)
+    if "ppo" in key:  # the share of each rollout's interest on its steps there
+        interest = reference_scalars["poi/changed_region_interest"]
+        assert [s for s, _ in interest] == [s for s, _ in shares] and all(0 < v < 1 for _, v in interest)
     assert reference_scalars["external_model/eval_loss"] != other_scalars["external_model/eval_loss"]
     training = [{k: v for k, v in s.items() if k.startswith(TRAINING)} for s in (reference_scalars, other_scalars)]
     assert len(training[0]) >= 4 and training[0] == training[1]
