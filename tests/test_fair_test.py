@@ -582,13 +582,16 @@ def test_the_continuous_studys_where_reading_takes_three_windows_per_run_and_an_
                 writer.add_scalar("charts/phase", phase, step)
                 if step != skip:
                     writer.add_scalar("external_model/rollout_changed_share", value + delta, step)
+                writer.add_scalar("losses/alpha", 2 * value + delta, step)  # another tag, read with --tag
         (run_dir / "finished.json").write_text("{}")
 
     for seed, delta in enumerate((0.01, 0.02, 0.03, 0.07, 0.5), start=1):  # the IQM of five: the middle three's mean
         write("i1", seed, delta, skip=120_000 if seed == 5 else None)  # a point missing after the change
     write("f1", 1, 0.0)
     write("flat", 1, 0.0, phases=1)
-    made = forked.run(["-m", "common.series", tmp_path / "runs", "--out", tmp_path / "s.jsonl.gz"], ROOT)
+    made = forked.run(
+        ["-m", "common.series", tmp_path / "runs", "--out", tmp_path / "s.jsonl.gz", "--tags", "losses/alpha"], ROOT
+    )
     assert made.returncode == 0, made.stderr
     script = ROOT / "docs/results/continuous-interest/where.py"
     where = load_script("where", script)
@@ -609,6 +612,14 @@ def test_the_continuous_studys_where_reading_takes_three_windows_per_run_and_an_
     cells = result.stdout.splitlines()[3].split(" | ")  # i1: the IQMs, each with its bootstrap CI
     assert cells[:2] == ["| i1", "5"] and cells[-1] == "50, 49-50, 50 |"
     assert [cell.split(" [")[0] for cell in cells[2:5]] == ["0.240", "0.540", "0.340"]
+    result = forked.run([script, "--tag", "losses/alpha", tmp_path / "s.jsonl.gz", "50000", "50000", "i1"], ROOT)
+    assert result.stdout.startswith("| arm (losses/alpha) | runs |"), result.stderr
+    cells = result.stdout.splitlines()[2].split(" | ")  # twice the share, every point (none skipped)
+    assert [cell.split(" [")[0] for cell in cells[2:5]] == ["0.440", "1.040", "0.640"] and cells[-1] == "50, 50, 50 |"
+    result = forked.run([script, "--tag", "losses/nope", tmp_path / "s.jsonl.gz", "50000", "50000", "f1"], ROOT)
+    assert result.returncode == 1 and result.stderr.startswith("error: f1: no losses/nope logged at steps"), (
+        result.stderr
+    )
     for args, error in [
         (["50000", "50000", "flat"], "error: flat: 1 phases, not 2\n"),
         (["50000", "50000", "nope"], f"error: no finished runs of nope in {tmp_path / 's.jsonl.gz'}\n"),

@@ -6,10 +6,12 @@ steps; per arm, the IQM over its runs with a 95% stratified-bootstrap CI (common
 from the study's series (finished runs alone). The change is where common.analyze starts the second phase (its first
 logged step) and the run ends one step after its last logged one (common.learning_summary.phase_spans); a point
 logged at step s covers the steps since the point before, and counts in the window that holds s. A description
-beside the verdict, not a gate. Prints a markdown table.
+beside the verdict, not a gate. Prints a markdown table. `--tag TAG` first reads another tag of the series in the
+same windows (SAC's `losses/alpha`, the diagnosis's `poi/changed_region_interest`; the page's readings beside the plan's).
 
     python docs/results/continuous-interest/where.py docs/results/continuous-interest/ppo-series.jsonl.gz \
         50000 50000 ppo_continuous_poi_ensemble-int-coef-0 ppo_continuous_poi_ensemble
+    python docs/results/continuous-interest/where.py --tag losses/alpha SERIES 6000 10000 ARM [ARM ...]
 """
 
 import sys
@@ -39,20 +41,20 @@ def windows(scalars: dict, before: int, after: int) -> dict[str, tuple[int, int]
     }
 
 
-def shares(scalars: dict, before: int, after: int) -> dict[str, tuple[float, int]]:
-    """{window: (the mean of the share's points logged in it, how many)} for one run; ValueError for a window with
+def shares(scalars: dict, before: int, after: int, tag: str = TAG) -> dict[str, tuple[float, int]]:
+    """{window: (the mean of the tag's points logged in it, how many)} for one run; ValueError for a window with
     none."""
-    points = scalars.get(TAG, [])
+    points = scalars.get(tag, [])
     out = {}
     for name, (start, end) in windows(scalars, before, after).items():
         inside = [value for step, value in points if start <= step < end]
         if not inside:
-            raise ValueError(f"no {TAG} logged at steps {start:,}-{end - 1:,}")
+            raise ValueError(f"no {tag} logged at steps {start:,}-{end - 1:,}")
         out[name] = float(np.mean(inside)), len(inside)
     return out
 
 
-def readings(series: Path, before: int, after: int, arms: list[str]) -> dict[str, dict[str, tuple]]:
+def readings(series: Path, before: int, after: int, arms: list[str], tag: str = TAG) -> dict[str, dict[str, tuple]]:
     """{arm: {window: (IQM, CI low, CI high, runs, (fewest, most) points in a run)}} over each arm's runs in the series
     file `series`."""
     runs, _ = analyze.find_runs([series])
@@ -62,7 +64,7 @@ def readings(series: Path, before: int, after: int, arms: list[str]) -> dict[str
         if not of_arm:
             raise ValueError(f"no finished runs of {arm} in {series}")
         try:
-            per_run = [shares(run.scalars, before, after) for run in of_arm]
+            per_run = [shares(run.scalars, before, after, tag) for run in of_arm]
         except ValueError as error:
             raise ValueError(f"{arm}: {error}") from None
         found[arm] = {}
@@ -75,20 +77,24 @@ def readings(series: Path, before: int, after: int, arms: list[str]) -> dict[str
 
 
 def main(argv: list[str]) -> int:
+    tag = TAG
+    if argv[:1] == ["--tag"] and len(argv) > 1:
+        tag, argv = argv[1], argv[2:]
     counts = [int(value) if value.isdigit() else 0 for value in argv[1:3]]
     if len(argv) < 4 or min(counts) <= 0:
         print(
-            "usage: where.py SERIES BEFORE AFTER ARM [ARM ...]  (BEFORE, AFTER: positive step counts)", file=sys.stderr
+            "usage: where.py [--tag TAG] SERIES BEFORE AFTER ARM [ARM ...]  (BEFORE, AFTER: positive step counts)",
+            file=sys.stderr,
         )
         return 1
     before, after = counts
     try:
-        found = readings(Path(argv[0]), before, after, argv[3:])
+        found = readings(Path(argv[0]), before, after, argv[3:], tag)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(
-        f"| arm | runs | last {before:,} before the change | first {after:,} after it | last {before:,} of the run "
+        f"| arm{'' if tag == TAG else f' ({tag})'} | runs | last {before:,} before the change | first {after:,} after it | last {before:,} of the run "
         "| points in a run: before, after, end |"
     )
     print("|-|-:|-|-|-|-|")
