@@ -2468,3 +2468,84 @@ def test_the_skill_study_s_diagnosis_reads_windows_episodes_and_maps_as_worked_b
     assert len(tables) >= 4 * 2 + 2 * 3 + 2 * 8 and not [line for line in tables if line not in page]  # heads, rows
     maps = (folder / "maps-series.jsonl.gz").exists()
     assert ("#### The maps' skills in rows 1-2" in printed.stdout) == maps
+
+
+def continuous_page_commands() -> list[list[str]]:
+    """The continuous study's page's commands (its Commands section), each split as the shell would, the variables
+    filled in and the thresholds as threshold.py prints them from the committed series."""
+    block = (ROOT / "docs/results/continuous-interest/README.md").read_text().split("## Commands")[1]
+    values = {}
+
+    def filled(line):
+        return shlex.split(re.sub(r"\$(\w+)", lambda m: values[m[1]], line))
+
+    commands = []
+    for chunk in re.findall(r"```bash\n(.*?)```", block, re.S):
+        for line in chunk.replace("\\\n", " ").splitlines():
+            line = line.split("  #")[0].strip()
+            if re.match(r"\w+=", line):  # R=..., TP=$(python ...): the thresholds as the script prints them
+                name, value = line.split("=", 1)
+                if value.startswith("$("):
+                    made = forked.run(filled(value[2:-1])[1:], ROOT)
+                    assert made.returncode == 0, made.stderr
+                    value = made.stdout.strip()
+                values[name] = value
+            elif line.startswith("python"):
+                commands.append(filled(line))
+    return commands
+
+
+@pytest.mark.parametrize("out", ["ppo", "sac", "ppo-against-noise", "sac-against-noise"])
+def test_the_continuous_studys_analyses_re_make_from_the_committed_series(tmp_path, out):
+    """The page's analyses, re-run from the committed series (10 resamples: the point estimates do not depend on them),
+    give the committed results' per-run readings, IQMs and frontier points; the re-learning IQMs the page's tables
+    quote are the committed results.md's."""
+    folder = ROOT / "docs/results/continuous-interest"
+    (command,) = [
+        c[1:]
+        for c in continuous_page_commands()
+        if c[1:3] == ["-m", "common.analyze"] and Path(c[c.index("--out") + 1]).name == out
+    ]
+    command[command.index("--reps") + 1], command[command.index("--out") + 1] = "10", str(tmp_path)
+    assert command[command.index("--changed-threshold") + 1] == {"ppo": "0.00059", "sac": "0.0023"}[out[:3]]
+    made = forked.run(command, ROOT, timeout=600)
+    assert made.returncode == 0, made.stderr
+
+    def points(value):  # the point estimates: what a run reads, an IQM, a frontier point, a ratio (no CI)
+        if isinstance(value, dict):
+            return {
+                k: points(v)
+                for k, v in value.items()
+                if k in ("iqm", "x", "y", "frontier", "ratio", "phases") or isinstance(v, dict)
+            }
+        return [points(v) for v in value] if isinstance(value, list) else value
+
+    committed, again = (json.loads((d / "results.json").read_text()) for d in (folder / out, tmp_path))
+    assert json.dumps(again["runs"], sort_keys=True) == json.dumps(committed["runs"], sort_keys=True)
+    for part in ("aggregates", "frontier"):  # as text: a frontier not made is NaN in both
+        assert json.dumps(points(again[part]), sort_keys=True) == json.dumps(points(committed[part]), sort_keys=True)
+    if out in ("ppo", "sac"):
+        results = (folder / out / "results.md").read_text().split("### changed loss")[1].split("###")[0]
+        cells = [
+            row.split(" | ")[6] for row in results.splitlines() if row.startswith("| PendulumMotorChange-v1 | 1 |")
+        ]
+        section = (folder / "README.md").read_text().split(f"## {out.upper()}")[1].split("\n## ")[0]
+        quoted = [row.split(" | ")[1] for row in section.splitlines() if re.match(r"\| [FI]\d ", row)]
+        assert len(cells) == 4 and sorted(quoted) == sorted(cells)
+
+
+def test_the_continuous_studys_page_quotes_its_reading_scripts(capsys, monkeypatch):
+    """Every table line the page's where.py and oldworld.py commands print stands on the page, its IQMs and labels
+    verbatim (the scripts run here with 50 resamples, so the CIs, 5,000 on the page, are left out of the match)."""
+    page = (ROOT / "docs/results/continuous-interest/README.md").read_text()
+    without_cis = re.compile(r" \[[^\]]*\]")
+    quoted = {without_cis.sub("", line) for line in page.splitlines() if line.startswith("|")}
+    scripts = [c[1:] for c in continuous_page_commands() if c[1].endswith(("where.py", "oldworld.py"))]
+    assert len(scripts) == 6
+    for script, *argv in scripts:
+        module = load_script(Path(script).stem, ROOT / script)
+        module.REPS = 50
+        monkeypatch.chdir(ROOT)
+        assert module.main(argv) == 0
+        lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+        assert len(lines) >= 4 and [line for line in lines if without_cis.sub("", line) not in quoted] == [], script
