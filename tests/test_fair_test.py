@@ -614,8 +614,8 @@ def test_the_continuous_studys_where_reading_takes_three_windows_per_run_and_an_
     assert [cell.split(" [")[0] for cell in cells[2:5]] == ["0.240", "0.540", "0.340"]
     result = forked.run([script, "--tag", "losses/alpha", tmp_path / "s.jsonl.gz", "50000", "50000", "i1"], ROOT)
     assert result.stdout.startswith("| arm (losses/alpha) | runs |"), result.stderr
-    cells = result.stdout.splitlines()[2].split(" | ")  # twice the share, every point (none skipped)
-    assert [cell.split(" [")[0] for cell in cells[2:5]] == ["0.440", "1.040", "0.640"] and cells[-1] == "50, 50, 50 |"
+    cells = result.stdout.splitlines()[2].split(" | ")  # twice the share, every point (none skipped), to 3 digits
+    assert [cell.split(" [")[0] for cell in cells[2:5]] == ["0.440", "1.04", "0.640"] and cells[-1] == "50, 50, 50 |"
     result = forked.run([script, "--tag", "losses/nope", tmp_path / "s.jsonl.gz", "50000", "50000", "f1"], ROOT)
     assert result.returncode == 1 and result.stderr.startswith("error: f1: no losses/nope logged at steps"), (
         result.stderr
@@ -2541,7 +2541,7 @@ def test_the_continuous_studys_page_quotes_its_reading_scripts(capsys, monkeypat
     without_cis = re.compile(r" \[[^\]]*\]")
     quoted = {without_cis.sub("", line) for line in page.splitlines() if line.startswith("|")}
     scripts = [c[1:] for c in continuous_page_commands() if c[1].endswith(("where.py", "oldworld.py"))]
-    assert len(scripts) == 6
+    assert len(scripts) == 7
     for script, *argv in scripts:
         module = load_script(Path(script).stem, ROOT / script)
         module.REPS = 50

@@ -99,7 +99,8 @@ def main(argv: list[str]) -> int:
     )
     print("|-|-:|-|-|-|-|")
     for arm, by_window in found.items():
-        cells = [f"{iqm:.3f} [{low:.3f}, {high:.3f}]" for iqm, low, high, *_ in by_window.values()]
+        form = ".3f" if tag == TAG else "#.3g"  # a share to 3 places; another tag (a loss, alpha) to 3 digits
+        cells = [f"{iqm:{form}} [{low:{form}}, {high:{form}}]" for iqm, low, high, *_ in by_window.values()]
         counts = ", ".join(f"{a}" if a == b else f"{a}-{b}" for *_, (a, b) in by_window.values())
         print(f"| {arm} | {next(iter(by_window.values()))[3]} | {' | '.join(cells)} | {counts} |")
     return 0
