@@ -620,6 +620,9 @@ def test_the_continuous_studys_where_reading_takes_three_windows_per_run_and_an_
     assert result.returncode == 1 and result.stderr.startswith("error: f1: no losses/nope logged at steps"), (
         result.stderr
     )
+    for args in (["--tag"], ["--tag", "losses/alpha"], ["--tag", "losses/alpha", tmp_path / "s.jsonl.gz", "1", "2"]):
+        result = forked.run([script, *args], ROOT)  # a flag with too little after it: the usage line
+        assert result.returncode == 1 and result.stderr.startswith("usage: where.py [--tag TAG]"), result.stderr
     for args, error in [
         (["50000", "50000", "flat"], "error: flat: 1 phases, not 2\n"),
         (["50000", "50000", "nope"], f"error: no finished runs of nope in {tmp_path / 's.jsonl.gz'}\n"),
@@ -2541,7 +2544,7 @@ def test_the_continuous_studys_page_quotes_its_reading_scripts(capsys, monkeypat
     without_cis = re.compile(r" \[[^\]]*\]")
     quoted = {without_cis.sub("", line) for line in page.splitlines() if line.startswith("|")}
     scripts = [c[1:] for c in continuous_page_commands() if c[1].endswith(("where.py", "oldworld.py"))]
-    assert len(scripts) == 7
+    assert len(scripts) == 8
     for script, *argv in scripts:
         module = load_script(Path(script).stem, ROOT / script)
         module.REPS = 50

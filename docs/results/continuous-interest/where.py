@@ -98,8 +98,8 @@ def main(argv: list[str]) -> int:
         "| points in a run: before, after, end |"
     )
     print("|-|-:|-|-|-|-|")
+    form = ".3f" if tag == TAG else "#.3g"  # the plan's share to 3 places; another tag (a loss, alpha) to 3 digits
     for arm, by_window in found.items():
-        form = ".3f" if tag == TAG else "#.3g"  # a share to 3 places; another tag (a loss, alpha) to 3 digits
         cells = [f"{iqm:{form}} [{low:{form}}, {high:{form}}]" for iqm, low, high, *_ in by_window.values()]
         counts = ", ".join(f"{a}" if a == b else f"{a}-{b}" for *_, (a, b) in by_window.values())
         print(f"| {arm} | {next(iter(by_window.values()))[3]} | {' | '.join(cells)} | {counts} |")
