@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from common.console import OneLineParser
-from common.frontier import against_frontier, versus
+from common.frontier import against_frontier, iqm, versus
 from common.learning_summary import phase_spans, phase_starts, steps_to_return
 from common.runs import COMPLETION_MARKER, RUN_NAME
 from common.series import record as series_record
@@ -298,9 +298,7 @@ def bootstrap(scores: dict[str, np.ndarray], statistic, reps: int, seed: int) ->
 
 def interval_estimates(scores: dict[str, np.ndarray], reps: int, seed: int) -> dict[str, tuple[float, float, float]]:
     """IQM and 95% stratified-bootstrap CI per method."""
-    from rliable import metrics
-
-    point, interval = bootstrap(scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps, seed)
+    point, interval = bootstrap(scores, lambda x: np.array([iqm(x, axis=None)]), reps, seed)
     return {m: (float(point[m][0]), float(interval[m][0, 0]), float(interval[m][1, 0])) for m in scores}
 
 
@@ -531,8 +529,6 @@ def binned_returns(run: RunInfo) -> list[tuple[int, float]]:
 def curves(runs: list[RunInfo], span: int, reps: int, seed: int, points: int = 100) -> dict:
     """Per env and method: smoothed losses and return on a common step grid (up to the end of
     the shortest run), IQM and 95% CI band per grid point."""
-    from scipy.stats import trim_mean
-
     out = {}
     for env in sorted({run.env for run in runs}):
         members = [run for run in runs if run.env == env]
@@ -557,7 +553,7 @@ def curves(runs: list[RunInfo], span: int, reps: int, seed: int, points: int = 1
                         series.append(np.interp(grid, np.concatenate(smoothed_steps), np.concatenate(smoothed)))
                 if not series:
                     continue
-                point, band = bootstrap({method: np.array(series)}, lambda x: trim_mean(x, 0.25, axis=0), reps, seed)
+                point, band = bootstrap({method: np.array(series)}, lambda x: iqm(x, axis=0), reps, seed)
                 per_tag[name] = {
                     "iqm": point[method].tolist(),
                     "low": band[method][0].tolist(),

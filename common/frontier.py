@@ -48,8 +48,22 @@ def compare(y: float, f: float, log: bool) -> float:
     return y / f if f > 0 else (math.inf if y > 0 else 1.0)  # a frontier that re-learns at once: no arm beats it
 
 
-def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
-    return trim_mean(values, 0.25, axis=axis)
+def iqm(values: np.ndarray, axis: int | None = -1) -> np.ndarray:
+    """The interquartile mean (25% trimmed mean) along `axis`, None: over every value (rliable's IQM). Bitwise scipy's
+    `trim_mean`, computed as it computes it (partition, slice, mean) without its per-call argument handling, which
+    costs ten times the arithmetic on a few runs and dominated every 5,000-resample bootstrap; an input that is not
+    of floats, empty or holding a NaN goes through scipy itself."""
+    values = np.asarray(values)
+    if values.dtype.kind != "f" or values.size == 0 or np.isnan(values).any():
+        return trim_mean(values, 0.25, axis=axis)
+    if axis is None:
+        values, axis = values.ravel(), 0
+    n = values.shape[axis]
+    cut = int(0.25 * n)
+    kept = np.partition(values, (cut, n - cut - 1), axis)
+    index = [slice(None)] * kept.ndim
+    index[axis] = slice(cut, n - cut)
+    return np.mean(kept[tuple(index)], axis=axis)
 
 
 def resampled_iqms(values: np.ndarray, reps: int, rng: np.random.Generator, size: int | None = None) -> np.ndarray:

@@ -107,6 +107,31 @@ def test_an_arm_against_a_baseline_as_a_ratio_or_a_ratio_of_geometric_means():
     assert (point, low, high) == pytest.approx((0.1, 0.1, 0.1))
 
 
+def test_the_iqm_is_bitwise_scipys_trimmed_mean():
+    """frontier.iqm, which every bootstrap of the analyses calls once a resample, against scipy's trim_mean (rliable's
+    IQM) on random arrays of the shapes the analyses pass (runs x 1 over all values; runs x grid points along the runs;
+    resamples x runs along each resample), with ties, and the inputs it hands to scipy (a NaN, integers, nothing): the
+    same values, bit for bit, and the same dtype and shape."""
+    from scipy.stats import trim_mean
+
+    rng = np.random.default_rng(0)
+    cases = []
+    for trial in range(600):
+        runs, other = int(rng.integers(1, 45)), int(rng.integers(1, 140))
+        values = rng.standard_normal([(runs, 1), (runs, other), (other, runs)][trial % 3]) * 10.0 ** rng.integers(-6, 6)
+        cases.append(np.round(values, 1) if trial % 5 == 0 else values)
+    with_nan = rng.standard_normal((9, 3))
+    with_nan[8, 0] = np.nan  # in the trimmed top quarter: scipy's answer, whatever it is
+    cases += [with_nan, rng.integers(0, 9, (7, 2)), np.zeros((0, 1))]
+    for values in cases:
+        for axis in (None, 0, 1, -1):
+            if values.size == 0 and axis is not None:
+                continue
+            ours, theirs = np.asarray(frontier.iqm(values, axis)), np.asarray(trim_mean(values, 0.25, axis=axis))
+            assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+            assert np.array_equal(ours, theirs, equal_nan=True), (values.shape, axis)
+
+
 def test_the_ratios_are_of_iqms_not_medians():
     """Eight runs whose middle four (the IQM's) sit at 0.8 of the reference and whose median is at 0.75: both
     ratios, against the frontier and against a baseline, are the IQM's."""
