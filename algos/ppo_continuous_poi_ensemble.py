@@ -28,6 +28,7 @@ from envs.continuous import (
     inner_wrapper,
     last_steps_in_region,
     make_continuous_env,
+    share_in_region,
 )
 
 
@@ -674,10 +675,7 @@ if __name__ == "__main__":
             if share is not None:
                 writer.add_scalar("external_model/rollout_changed_share", share, global_step)
                 # and the share of the rollout's interest there: whether the signal points where the change acts
-                interest = poi.cpu()
-                writer.add_scalar(
-                    "poi/changed_region_interest", (interest[in_region].sum() / interest.sum()).item(), global_step
-                )
+                writer.add_scalar("poi/changed_region_interest", share_in_region(poi.cpu(), in_region), global_step)
             writer.add_scalar("losses/int_value_loss", int_v_loss.item(), global_step)
             writer.add_scalar("poi/mean", poi.mean().item(), global_step)
             writer.add_scalar("poi/max", poi.max().item(), global_step)

@@ -52,9 +52,11 @@ def iqm(values: np.ndarray, axis: int | None = -1) -> np.ndarray:
     """The interquartile mean (25% trimmed mean) along `axis`, None: over every value (rliable's IQM). Bitwise scipy's
     `trim_mean`, computed as it computes it (partition, slice, mean) without its per-call argument handling, which
     costs ten times the arithmetic on a few runs and dominated every 5,000-resample bootstrap; an input that is not
-    of floats, empty or holding a NaN goes through scipy itself."""
-    values = np.asarray(values)
-    if values.dtype.kind != "f" or values.size == 0 or np.isnan(values).any():
+    of floats, empty, holding a NaN, not a plain array (masked, matrix) or 0-d, or an axis not an int, goes through
+    scipy itself."""
+    values = np.asanyarray(values)
+    plain = type(values) is np.ndarray and values.ndim and (axis is None or isinstance(axis, int))
+    if not plain or values.dtype.kind != "f" or values.size == 0 or np.isnan(values).any():
         return trim_mean(values, 0.25, axis=axis)
     if axis is None:
         values, axis = values.ravel(), 0

@@ -200,6 +200,12 @@ def last_steps_in_region(envs) -> np.ndarray | None:
     return None if None in motors else np.array([motor.last_in_region for motor in motors])
 
 
+def share_in_region(values, in_region) -> float:
+    """The share of the sum of `values` (numpy or torch: a rollout's interest per step and env) on the steps marked
+    `in_region` (booleans of the same shape): where a signal points, beside the share of the steps themselves."""
+    return float(values[in_region].sum() / values.sum())
+
+
 def fill_in_phases(args) -> None:
     """`args.change_steps` of a continuous file filled in and checked (ValueError, one line): on a `CHANGING`
     env, default one change at half of `--total-timesteps`; elsewhere none may be given."""

@@ -4,6 +4,7 @@ event files and from the committed series alike; the 8x8 follow-up's behaviour s
 a stopped run's checkpoint."""
 
 import dataclasses
+import functools
 import gzip
 import hashlib
 import importlib.util
@@ -110,8 +111,8 @@ def test_an_arm_against_a_baseline_as_a_ratio_or_a_ratio_of_geometric_means():
 def test_the_iqm_is_bitwise_scipys_trimmed_mean():
     """frontier.iqm, which every bootstrap of the analyses calls once a resample, against scipy's trim_mean (rliable's
     IQM) on random arrays of the shapes the analyses pass (runs x 1 over all values; runs x grid points along the runs;
-    resamples x runs along each resample), with ties, and the inputs it hands to scipy (a NaN, integers, nothing): the
-    same values, bit for bit, and the same dtype and shape."""
+    resamples x runs along each resample; runs along the last axis), with ties, and the inputs it hands to scipy (a
+    NaN, integers, nothing, a scalar): the same values, bit for bit, and the same dtype and shape."""
     from scipy.stats import trim_mean
 
     rng = np.random.default_rng(0)
@@ -122,10 +123,10 @@ def test_the_iqm_is_bitwise_scipys_trimmed_mean():
         cases.append(np.round(values, 1) if trial % 5 == 0 else values)
     with_nan = rng.standard_normal((9, 3))
     with_nan[8, 0] = np.nan  # in the trimmed top quarter: scipy's answer, whatever it is
-    cases += [with_nan, rng.integers(0, 9, (7, 2)), np.zeros((0, 1))]
+    cases += [with_nan, rng.integers(0, 9, (7, 2)), np.zeros((0, 1)), rng.standard_normal(11), np.float64(2.5)]
     for values in cases:
         for axis in (None, 0, 1, -1):
-            if values.size == 0 and axis is not None:
+            if (values.size == 0 or values.ndim < 2) and axis not in (None, -1) or values.ndim == 0 and axis == -1:
                 continue
             ours, theirs = np.asarray(frontier.iqm(values, axis)), np.asarray(trim_mean(values, 0.25, axis=axis))
             assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
@@ -645,7 +646,19 @@ def test_the_continuous_studys_where_reading_takes_three_windows_per_run_and_an_
     assert result.returncode == 1 and result.stderr.startswith("error: f1: no losses/nope logged at steps"), (
         result.stderr
     )
-    for args in (["--tag"], ["--tag", "losses/alpha"], ["--tag", "losses/alpha", tmp_path / "s.jsonl.gz", "1", "2"]):
+    for args in (
+        ["--tag"],
+        ["--tag", "losses/alpha"],
+        ["--tag", "losses/alpha", tmp_path / "s.jsonl.gz", "1", "2"],
+        [
+            tmp_path / "s.jsonl.gz",
+            "50000",
+            "50000",
+            "f1",
+            "--tag",
+            "losses/alpha",
+        ],  # the flag comes first or not at all
+    ):
         result = forked.run([script, *args], ROOT)  # a flag with too little after it: the usage line
         assert result.returncode == 1 and result.stderr.startswith("usage: where.py [--tag TAG]"), result.stderr
     for args, error in [
@@ -2498,7 +2511,8 @@ def test_the_skill_study_s_diagnosis_reads_windows_episodes_and_maps_as_worked_b
     assert ("#### The maps' skills in rows 1-2" in printed.stdout) == maps
 
 
-def continuous_page_commands() -> list[list[str]]:
+@functools.cache
+def continuous_page_commands() -> tuple[tuple[str, ...], ...]:
     """The continuous study's page's commands (its Commands section), each split as the shell would, the variables
     filled in and the thresholds as threshold.py prints them from the committed series."""
     block = (ROOT / "docs/results/continuous-interest/README.md").read_text().split("## Commands")[1]
@@ -2510,7 +2524,7 @@ def continuous_page_commands() -> list[list[str]]:
     commands = []
     for chunk in re.findall(r"```bash\n(.*?)```", block, re.S):
         for line in chunk.replace("\\\n", " ").splitlines():
-            line = line.split("  #")[0].strip()
+            line = line.split("   # ")[0].strip()  # a comment: three spaces, a hash and a space
             if re.match(r"\w+=", line):  # R=..., TP=$(python ...): the thresholds as the script prints them
                 name, value = line.split("=", 1)
                 if value.startswith("$("):
@@ -2519,20 +2533,21 @@ def continuous_page_commands() -> list[list[str]]:
                     value = made.stdout.strip()
                 values[name] = value
             elif line.startswith("python"):
-                commands.append(filled(line))
-    return commands
+                commands.append(tuple(filled(line)))
+    return tuple(commands)
 
 
 @pytest.mark.parametrize("out", ["ppo", "sac", "ppo-against-noise", "sac-against-noise"])
 def test_the_continuous_studys_analyses_re_make_from_the_committed_series(tmp_path, out):
     """The page's analyses, re-run from the committed series (10 resamples: the point estimates do not depend on them),
-    give the committed results' per-run readings, IQMs and frontier points; the re-learning IQMs the page's tables
-    quote are the committed results.md's."""
+    give the committed results' per-run readings, IQMs and frontier points (as text: the same numpy stack made them);
+    each arm's re-learning IQM and count of runs back below T on the page are the committed results.md's for that arm
+    (F1-F3: the frontier's labels in the command's order, I1 the judged one)."""
     folder = ROOT / "docs/results/continuous-interest"
     (command,) = [
-        c[1:]
+        list(c[1:])
         for c in continuous_page_commands()
-        if c[1:3] == ["-m", "common.analyze"] and Path(c[c.index("--out") + 1]).name == out
+        if c[1:3] == ("-m", "common.analyze") and Path(c[c.index("--out") + 1]).name == out
     ]
     command[command.index("--reps") + 1], command[command.index("--out") + 1] = "10", str(tmp_path)
     assert command[command.index("--changed-threshold") + 1] == {"ppo": "0.00059", "sac": "0.0023"}[out[:3]]
@@ -2541,11 +2556,8 @@ def test_the_continuous_studys_analyses_re_make_from_the_committed_series(tmp_pa
 
     def points(value):  # the point estimates: what a run reads, an IQM, a frontier point, a ratio (no CI)
         if isinstance(value, dict):
-            return {
-                k: points(v)
-                for k, v in value.items()
-                if k in ("iqm", "x", "y", "frontier", "ratio", "phases") or isinstance(v, dict)
-            }
+            kept = ("iqm", "x", "y", "frontier", "ratio", "phases")
+            return {k: points(v) for k, v in value.items() if k in kept or isinstance(v, dict)}
         return [points(v) for v in value] if isinstance(value, list) else value
 
     committed, again = (json.loads((d / "results.json").read_text()) for d in (folder / out, tmp_path))
@@ -2553,27 +2565,33 @@ def test_the_continuous_studys_analyses_re_make_from_the_committed_series(tmp_pa
     for part in ("aggregates", "frontier"):  # as text: a frontier not made is NaN in both
         assert json.dumps(points(again[part]), sort_keys=True) == json.dumps(points(committed[part]), sort_keys=True)
     if out in ("ppo", "sac"):
+        start = command.index("--frontier") + 1
+        arms = dict(zip(("F1", "F2", "F3"), command[start : start + 3])) | {"I1": command[command.index("--judge") + 1]}
         results = (folder / out / "results.md").read_text().split("### changed loss")[1].split("###")[0]
-        cells = [
-            row.split(" | ")[6] for row in results.splitlines() if row.startswith("| PendulumMotorChange-v1 | 1 |")
-        ]
+        rows = [row.split(" | ") for row in results.splitlines() if row.startswith("| PendulumMotorChange-v1 | 1 |")]
+        committed_cells = {row[2]: (row[6], row[5].split("/")[0]) for row in rows}  # steps, runs back below T
         section = (folder / "README.md").read_text().split(f"## {out.upper()}")[1].split("\n## ")[0]
-        quoted = [row.split(" | ")[1] for row in section.splitlines() if re.match(r"\| [FI]\d ", row)]
-        assert len(cells) == 4 and sorted(quoted) == sorted(cells)
+        quoted = {
+            row.split(" | ")[0][2:4]: tuple(row.split(" | ")[1:3])
+            for row in section.splitlines()
+            if re.match(r"\| [FI]\d ", row)
+        }
+        assert quoted == {label: committed_cells[method] for label, method in arms.items()}
 
 
-def test_the_continuous_studys_page_quotes_its_reading_scripts(capsys, monkeypatch):
-    """Every table line the page's where.py and oldworld.py commands print stands on the page, its IQMs and labels
-    verbatim (the scripts run here with 50 resamples, so the CIs, 5,000 on the page, are left out of the match)."""
-    page = (ROOT / "docs/results/continuous-interest/README.md").read_text()
-    without_cis = re.compile(r" \[[^\]]*\]")
-    quoted = {without_cis.sub("", line) for line in page.splitlines() if line.startswith("|")}
+@pytest.mark.parametrize("index", range(8))
+def test_the_continuous_studys_page_quotes_its_reading_scripts(capsys, monkeypatch, index):
+    """Each table the page's where.py and oldworld.py commands print (at the scripts' 5,000 resamples) stands on the
+    page whole: below its header line, the same rows in the same order, CIs and all, and no other row."""
+    page = (ROOT / "docs/results/continuous-interest/README.md").read_text().splitlines()
     scripts = [c[1:] for c in continuous_page_commands() if c[1].endswith(("where.py", "oldworld.py"))]
     assert len(scripts) == 8
-    for script, *argv in scripts:
-        module = load_script(Path(script).stem, ROOT / script)
-        module.REPS = 50
-        monkeypatch.chdir(ROOT)
-        assert module.main(argv) == 0
-        lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
-        assert len(lines) >= 4 and [line for line in lines if without_cis.sub("", line) not in quoted] == [], script
+    script, *argv = scripts[index]
+    module = load_script(Path(script).stem, ROOT / script)
+    monkeypatch.chdir(ROOT)
+    assert module.main(argv) == 0
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    tables = []  # every table on the page under this header (two readings may share one)
+    for at in (i for i, line in enumerate(page) if line == printed[0]):
+        tables.append(page[at : at + next(i for i, line in enumerate(page[at:] + [""]) if not line.startswith("|"))])
+    assert len(printed) >= 4 and printed in tables, printed

@@ -7,7 +7,8 @@ from the study's series (finished runs alone). The change is where common.analyz
 logged step) and the run ends one step after its last logged one (common.learning_summary.phase_spans); a point
 logged at step s covers the steps since the point before, and counts in the window that holds s. A description
 beside the verdict, not a gate. Prints a markdown table. `--tag TAG` first reads another tag of the series in the
-same windows (SAC's `losses/alpha`, the diagnosis's `poi/changed_region_interest`; the page's readings beside the plan's).
+same windows, to 3 significant digits (SAC's `losses/alpha` and losses, the diagnosis's `poi/changed_region_interest`:
+the page's readings beside the plan's).
 
     python docs/results/continuous-interest/where.py docs/results/continuous-interest/ppo-series.jsonl.gz \
         50000 50000 ppo_continuous_poi_ensemble-int-coef-0 ppo_continuous_poi_ensemble
@@ -81,7 +82,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--tag"] and len(argv) > 1:
         tag, argv = argv[1], argv[2:]
     counts = [int(value) if value.isdigit() else 0 for value in argv[1:3]]
-    if len(argv) < 4 or min(counts) <= 0:
+    if len(argv) < 4 or min(counts) <= 0 or any(arm.startswith("--") for arm in argv[3:]):
         print(
             "usage: where.py [--tag TAG] SERIES BEFORE AFTER ARM [ARM ...]  (BEFORE, AFTER: positive step counts)",
             file=sys.stderr,
@@ -93,8 +94,9 @@ def main(argv: list[str]) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    label = "arm" if tag == TAG else f"arm ({tag})"
     print(
-        f"| arm{'' if tag == TAG else f' ({tag})'} | runs | last {before:,} before the change | first {after:,} after it | last {before:,} of the run "
+        f"| {label} | runs | last {before:,} before the change | first {after:,} after it | last {before:,} of the run "
         "| points in a run: before, after, end |"
     )
     print("|-|-:|-|-|-|-|")
