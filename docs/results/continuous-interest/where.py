@@ -42,7 +42,7 @@ def windows(scalars: dict, before: int, after: int) -> dict[str, tuple[int, int]
     }
 
 
-def shares(scalars: dict, before: int, after: int, tag: str = TAG) -> dict[str, tuple[float, int]]:
+def window_means(scalars: dict, before: int, after: int, tag: str = TAG) -> dict[str, tuple[float, int]]:
     """{window: (the mean of the tag's points logged in it, how many)} for one run; ValueError for a window with
     none."""
     points = scalars.get(tag, [])
@@ -65,7 +65,7 @@ def readings(series: Path, before: int, after: int, arms: list[str], tag: str = 
         if not of_arm:
             raise ValueError(f"no finished runs of {arm} in {series}")
         try:
-            per_run = [shares(run.scalars, before, after, tag) for run in of_arm]
+            per_run = [window_means(run.scalars, before, after, tag) for run in of_arm]
         except ValueError as error:
             raise ValueError(f"{arm}: {error}") from None
         found[arm] = {}
