@@ -437,7 +437,7 @@ def test_the_diayn_return_bootstraps_at_a_termination_only_with_its_flag(tmp_pat
     return is not touched; the DIAYN value head trains apart): bitwise until the first truncation, within rounding
     after it."""
     flags = ("--num-envs", "8", "--num-steps", "8", "--num-minibatches", "2", "--eval-steps", "64")
-    flags += ("--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "2048", *DIAYN)
+    flags += ("--env", "MiniGrid-Empty-5x5-v0", "--total-timesteps", "1024", *DIAYN)
     # one skill per episode and no truncation before the first termination (100 steps): nothing else writes a final
     # DIAYN value before it, so a wrong bootstrap that reads an unwritten one (0) cannot pass for the right one
     flags += ("--skill-steps", "0", "--no-skill-then-task")
