@@ -2,6 +2,7 @@
 docs' contributing page (a test keeps that table equal to this tool's output).
 
     python -m common.sizes            # markdown table: lines, and lines added / removed against ppo.py
+    python -m common.sizes --parts    # where ppo.py's lines go: one row per top-level definition
 
 A variant's lines added against ppo.py are its idea (flags, modules, its interest, their logging);
 its lines removed are what of ppo.py it changes. Counted by difflib on the files' lines, as
@@ -11,6 +12,7 @@ its lines removed are what of ppo.py it changes. Counted by difflib on the files
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 from pathlib import Path
 
@@ -48,6 +50,34 @@ def size_rows(algos: Path = ALGOS) -> list[dict]:
     return rows
 
 
+def part_rows(path: Path = ALGOS / f"{BASE}.py") -> list[dict]:
+    """One row per top-level definition of `path` (the imports as one part, the `if __name__` block as "main
+    block"): its lines, counted from the line after the previous part's last, so that the blank lines and the
+    comments before a definition are its own and the parts add up to the file."""
+    text = path.read_text()
+    rows, end, head = [], 0, True
+    for node in ast.parse(text).body:
+        head = head and isinstance(node, (ast.Import, ast.ImportFrom, ast.Expr))
+        if head or isinstance(node, (ast.Import, ast.ImportFrom)):
+            name = "imports"  # with the module's docstring and the sys.path line among them
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            name = node.name
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            name = ast.unparse(node.targets[0] if isinstance(node, ast.Assign) else node.target)
+        elif isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'":
+            name = "main block"
+        else:
+            name = ast.unparse(node).splitlines()[0]
+        lines = node.end_lineno - end
+        if rows and rows[-1]["part"] == name:
+            rows[-1]["lines"] += lines
+        else:
+            rows.append(dict(part=name, lines=lines))
+        end = node.end_lineno
+    rows[-1]["lines"] += len(text.splitlines()) - end  # trailing comments or blank lines, if any
+    return rows
+
+
 def markdown(rows: list[dict]) -> str:
     out = ["| file | lines | against ppo.py: added | removed |", "|-|-:|-:|-:|"]
     for row in rows:
@@ -57,10 +87,17 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def parts_markdown(rows: list[dict]) -> str:
+    out = [f"| `algos/{BASE}.py`: part | lines |", "|-|-:|"]
+    out += [f"| `{row['part']}` | {row['lines']} |" for row in rows]
+    return "\n".join(out + [f"| all | {sum(row['lines'] for row in rows)} |"])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.parse_args(argv)
-    print(markdown(size_rows()))
+    parser.add_argument("--parts", action="store_true", help="where ppo.py's lines go, by top-level definition")
+    options = parser.parse_args(argv)
+    print(parts_markdown(part_rows()) if options.parts else markdown(size_rows()))
 
 
 if __name__ == "__main__":

@@ -57,3 +57,27 @@ def test_the_contributing_page_shows_the_sizes_the_tool_measures():
     page = (ROOT / "docs" / "contributing.md").read_text()
     table = page.split("<!-- sizes:begin -->\n")[1].split("\n<!-- sizes:end -->")[0]
     assert table == markdown(size_rows())
+
+
+def test_the_contributing_page_shows_where_ppo_py_s_lines_go(tmp_path):
+    """Its parts table is `python -m common.sizes --parts`' output; the parts of a small file, counted by hand: each
+    from the line after the previous part's last (blank lines and comments before a definition are its own)."""
+    from common.sizes import part_rows, parts_markdown
+
+    page = (ROOT / "docs" / "contributing.md").read_text()
+    table = page.split("<!-- parts:begin -->\n")[1].split("\n<!-- parts:end -->")[0]
+    assert table == parts_markdown(part_rows())
+    small = tmp_path / "small.py"
+    small.write_text(
+        '"""doc"""\nimport os\nimport sys  # 3\n\nX = 1\nY: int = 2\n\n\ndef f():\n    return X  # 10\n'
+        '# about the main block\nif __name__ == "__main__":\n    f()\n\nif os.sep:\n    g = 0  # 16\n\n'
+    )
+    assert part_rows(small) == [
+        dict(part="imports", lines=3),
+        dict(part="X", lines=2),
+        dict(part="Y", lines=1),
+        dict(part="f", lines=4),
+        dict(part="main block", lines=3),
+        dict(part="if os.sep:", lines=4),  # with the blank line after it
+    ]
+    assert sum(row["lines"] for row in part_rows()) == len((ROOT / "algos" / "ppo.py").read_text().splitlines())
