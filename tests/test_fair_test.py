@@ -677,7 +677,7 @@ def test_the_continuous_studys_where_reading_takes_three_windows_per_run_and_an_
 
     _, block = amendment(ROOT / "docs/results/continuous-interest/PLAN.md", "## Amendment 4")  # its commands
     values = {"R": "docs/results/continuous-interest", "P": "ppo_continuous_poi_ensemble", "A": "sac_forward_model"}
-    lines = [re.sub(r"\$(\w+)", lambda m: values[m[1]], line) for line in block.replace("\\\n", " ").splitlines()]
+    lines = [re.sub(r"\$(\w+)", lambda m: values[m[1]], line) for line in block.splitlines()]
     p, a, r = values["P"], values["A"], values["R"]
     ppo = [f"{p}-int-coef-0", f"{p}-int-coef-0-ent-coef-0.01", f"{p}-interest-noise", p]
     sac = [f"{a}-int-coef-0", f"{a}-int-coef-0-no-autotune-alpha-0.2", f"{a}-interest-noise-int-coef-0.1"]
@@ -696,7 +696,6 @@ def test_the_continuous_studys_commands_parse_and_name_its_arms():
     from common import sweep
 
     section, block = amendment(ROOT / "docs/results/continuous-interest/PLAN.md", "## Amendment 1")
-    block = block.replace("\\\n", " ")
     assert "S=../study-cont/algos" in block
     assert re.findall(r"git worktree add \.\./study-cont (\w+)", section)[-1] == "45840ae"  # Amendment 2's files
     fixed = {"S": f"{ROOT}/algos"} | dict.fromkeys(
@@ -757,7 +756,7 @@ def test_the_continuous_studys_third_amendment_reads_i1_against_f3_with_amendmen
     _, block = amendment(ROOT / "docs/results/continuous-interest/PLAN.md", "## Amendment 3")
     values = {"R": "docs/results/continuous-interest", "P": "ppo_continuous_poi_ensemble", "A": "sac_forward_model"}
     values |= dict.fromkeys(("TP", "TS"), "--train-threshold 1 --eval-threshold 1 --changed-threshold 1")
-    lines = [re.sub(r"\$(\w+)", lambda m: values[m[1]], line) for line in block.replace("\\\n", " ").splitlines()]
+    lines = [re.sub(r"\$(\w+)", lambda m: values[m[1]], line) for line in block.splitlines()]
     bars = [line.split(";")[0].split()[1:] for line in lines if line.startswith(f"python {values['R']}/taskbar.py")]
     assert bars == [
         [f"{values['R']}/taskbar.py", f"{values['R']}/{algo}/results.json", f"{file}-int-coef-0"]
@@ -831,7 +830,7 @@ def test_the_mujoco_plans_compare_the_runs_their_sweeps_label(tmp_path):
     ):
         section, block = amendment(ROOT / f"docs/results/{study}/PLAN.md", "## Amendment 1")
         assert "git worktree add ../study-mujoco fc51022" in section
-        block = block.replace("\\\n", " ").replace("$R", f"docs/results/{study}")
+        block = block.replace("$R", f"docs/results/{study}")
         lines = [line for line in block.splitlines() if line.startswith("python")]
         assert lines[0].endswith(" || exit 1")  # the series and the comparison wait for a sweep that finished
         commands = [shlex.split(line.removesuffix(" || exit 1")) for line in lines]
@@ -916,10 +915,15 @@ FIRST_PROBE_RULE = ROOT / "docs/results/diayn-ways-8x8/choose.py"
 FIRST_PROBE_RULE_SHA256 = "b7080116e96fc6ef6e48978e92e3ca3bf7b1bc5e3fef30a481855cfc6e721ec8"
 
 
+def bash_blocks(text: str) -> list[str]:
+    """The ```bash blocks of `text`, in order, each with its continued lines (a backslash at the end) joined."""
+    return [block.replace("\\\n", " ") for block in re.findall(r"```bash\n(.*?)```", text, re.S)]
+
+
 def amendment(plan: Path, heading: str) -> tuple[str, str]:
-    """A study plan's amendment (its text from `heading` on) and the first bash block in it."""
+    """A study plan's amendment (its text from `heading` on) and the first bash block in it (`bash_blocks`)."""
     section = plan.read_text().split(heading)[1]
-    return section, section.split("```bash")[1].split("```")[0]
+    return section, bash_blocks(section)[0]
 
 
 def load_script(name: str, path):
@@ -1955,7 +1959,7 @@ def test_the_skill_study_verdict_applies_its_plan_s_gates_families_and_outcomes(
     # the plan's own analysis commands (the first, and the loop's against F2a) make settings that verdict.py accepts,
     # and each setting the plan fixes is checked (SETTINGS is not read back from itself)
     plan = (script.parent / "PLAN.md").read_text()
-    block = plan.split("## Commands")[1].split("```bash")[1].split("```")[0].replace("\\\n", " ")
+    block = bash_blocks(plan.split("## Commands")[1])[0]
     fill = {
         "R": "docs/results/skills-band-8x8",
         "A": names["F2a"],
@@ -2324,8 +2328,8 @@ def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys
 
     folder = ROOT / "docs/results/int-scale-6x6"
     probe = load_script("scale_probe_reading", folder / "reading.py")
-    block = (folder / "PLAN.md").read_text().split("```bash")[1].split("```")[0]
-    command = " ".join(block.replace("\\\n", " ").split())
+    block = bash_blocks((folder / "PLAN.md").read_text())[0]
+    command = " ".join(block.split())
     error = "ppo_poi_progress.py --interest error"
     assert f'P="$S/{error}"' in command and "--seeds 901 902 903 904 905" in command
     arms = '"$P" "$P --int-scale-decay 0" "$P --int-scale reward" "$P --int-scale reward --int-scale-decay 0"'
@@ -2350,7 +2354,7 @@ def test_the_scale_probe_reads_its_runs_and_decides_by_its_plan(tmp_path, capsys
                       plateau=15_000 if arm == s1 else 0)  # fmt: skip
     here = tmp_path / "R"
     here.mkdir()
-    for line in block.replace("\\\n", " ").splitlines():
+    for line in block.splitlines():
         if line.startswith(("python -m common.series", "python -m common.analyze")):
             line = line.replace("../sweeps/intscale", str(tmp_path / "sweep")).replace("$R", str(here))
             line = line.replace("--reps 5000", "--reps 200")  # the plan's but for the bootstrap's length
@@ -2522,8 +2526,8 @@ def continuous_page_commands() -> tuple[tuple[str, ...], ...]:
         return shlex.split(re.sub(r"\$(\w+)", lambda m: values[m[1]], line))
 
     commands = []
-    for chunk in re.findall(r"```bash\n(.*?)```", block, re.S):
-        for line in chunk.replace("\\\n", " ").splitlines():
+    for chunk in bash_blocks(block):
+        for line in chunk.splitlines():
             line = line.split("   # ")[0].strip()  # a comment: three spaces, a hash and a space
             if re.match(r"\w+=", line):  # R=..., TP=$(python ...): the thresholds as the script prints them
                 name, value = line.split("=", 1)
