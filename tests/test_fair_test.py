@@ -2599,3 +2599,57 @@ def test_the_continuous_studys_page_quotes_its_reading_scripts(capsys, monkeypat
     for at in (i for i, line in enumerate(page) if line == printed[0]):
         tables.append(page[at : at + next(i for i, line in enumerate(page[at:] + [""]) if not line.startswith("|"))])
     assert len(printed) >= 4 and printed in tables, printed
+
+
+def test_the_floor_probe_trains_as_it_says_and_compares_like_with_like(monkeypatch):
+    """floor.py on a small set: with no updates B and C are the same untrained model on the new world's held-out sets
+    (and A, that model on the old world's, is the error a fresh model of the seed makes there, computed here from
+    the file's own pieces); `train` makes exactly the updates asked (8 of a whole rollout, then the rest); with updates,
+    C (the old world first) differs from B; the table's ratios are those of its errors."""
+    from algos.ppo_continuous_poi_ensemble import ForwardModel, raw_heldout_error
+    from common.heldout import continuous_heldout_set, continuous_heldout_tensors
+
+    floor = load_script("floor", ROOT / "docs/results/continuous-interest/floor.py")
+    (row,) = floor.probe([7], [0], steps=400, eval_steps=160)
+    assert row["B"] == row["C"] and row["A"] != row["B"]
+    full, _ = continuous_heldout_set(floor.ENV, 0, 400, 200, seed=123_000)
+    obs = torch.tensor(full["obs"])
+    torch.manual_seed(7)
+    fresh = ForwardModel(3, 1)
+    statistics = (obs.mean(0), obs.var(0))
+    assert row["A"] == [
+        raw_heldout_error(fresh, *d, *statistics) for d in continuous_heldout_tensors(floor.ENV, 0, 160, 80, "cpu")
+    ]
+
+    model = ForwardModel(3, 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    data = tuple(torch.tensor(full[key]) for key in ("obs", "actions", "next_obs"))
+    floor.train(model, optimizer, data, statistics, 10, torch.Generator().manual_seed(0))
+    assert all(optimizer.state[p]["step"] == 10 for p in model.parameters())
+
+    (trained,) = floor.probe([7], [3], steps=400, eval_steps=160)
+    assert trained["C"] != trained["B"] and trained["A"] != row["A"]
+    table = floor.markdown([trained]).splitlines()[2].split(" | ")
+    b_over_a = trained["B"][0] / trained["A"][0], trained["B"][1] / trained["A"][1]
+    assert table[-3] == f"{b_over_a[0]:.2f} / {b_over_a[1]:.2f}"
+    assert table[-1] == f"{trained['C'][0] / trained['A'][0]:.2f} / {trained['C'][1] / trained['A'][1]:.2f} |"
+
+
+def test_the_continuous_page_quotes_the_floor_probe_s_table():
+    """The ranges the page gives for the floor probe are those of floor.md's ratio cells (over the seeds, for the update
+    count named), and floor.md holds the five seeds at 584 and 5,000 updates its command names."""
+    table = (ROOT / "docs/results/continuous-interest/floor.md").read_text().splitlines()
+    rows = [line.strip("| ").split(" | ") for line in table if re.match(r"\| \d", line)]
+    assert [(row[0], row[1]) for row in rows] == [(str(s), u) for s in range(1, 6) for u in ("584", "5000")]
+    columns = {"B/A": 5, "C/B": 6, "C/A": 7}
+
+    def span(updates, column, part):  # part 0: all held-out transitions, 1: the changed ones
+        cells = [float(row[columns[column]].split(" / ")[part]) for row in rows if row[1] == updates]
+        return f"{min(cells):.2f}-{max(cells):.2f}"
+
+    page = " ".join((ROOT / "docs/results/continuous-interest/README.md").read_text().split())
+    probe = page.split("**Part of the rise may be the new world itself")[1].split("was not found.")[0]
+    quoted = [("584", "B/A", 0), ("584", "B/A", 1), ("584", "C/A", 0), ("584", "C/A", 1), ("584", "C/B", 0)]
+    quoted += [("5000", "B/A", 0)]
+    found = re.findall(r"\d\.\d\d-\d\.\d\d", probe)
+    assert found == [span(*q) for q in quoted], found
