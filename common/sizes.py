@@ -74,7 +74,9 @@ def part_rows(path: Path = ALGOS / f"{BASE}.py") -> list[dict]:
         else:
             rows.append(dict(part=name, lines=lines))
         end = node.end_lineno
-    rows[-1]["lines"] += len(text.splitlines()) - end  # trailing comments or blank lines, if any
+    total = text.count("\n") + (not text.endswith("\n") and bool(text))  # as numbered: a last line without "\n" too
+    if rows:
+        rows[-1]["lines"] += total - end  # trailing comments or blank lines, if any
     return rows
 
 

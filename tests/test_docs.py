@@ -81,3 +81,7 @@ def test_the_contributing_page_shows_where_ppo_py_s_lines_go(tmp_path):
         dict(part="if os.sep:", lines=4),  # with the blank line after it
     ]
     assert sum(row["lines"] for row in part_rows()) == len((ROOT / "algos" / "ppo.py").read_text().splitlines())
+    small.write_text("x = 1\ny = 2")  # a last line without its newline counts
+    assert part_rows(small) == [dict(part="x", lines=1), dict(part="y", lines=1)]
+    small.write_text("# nothing defined\n")
+    assert part_rows(small) == []

@@ -917,7 +917,9 @@ FIRST_PROBE_RULE_SHA256 = "b7080116e96fc6ef6e48978e92e3ca3bf7b1bc5e3fef30a481855
 
 def bash_blocks(text: str) -> list[str]:
     """The ```bash blocks of `text`, in order, each with its continued lines (a backslash at the end) joined."""
-    return [block.replace("\\\n", " ") for block in re.findall(r"```bash\n(.*?)```", text, re.S)]
+    blocks = [block.replace("\\\n", " ") for block in re.findall(r"```bash\n(.*?)```", text, re.S)]
+    assert len(blocks) == text.count("```bash"), "a ```bash line with more on it, or a block left open"
+    return blocks
 
 
 def amendment(plan: Path, heading: str) -> tuple[str, str]:
@@ -2603,53 +2605,86 @@ def test_the_continuous_studys_page_quotes_its_reading_scripts(capsys, monkeypat
 
 def test_the_floor_probe_trains_as_it_says_and_compares_like_with_like(monkeypatch):
     """floor.py on a small set: with no updates B and C are the same untrained model on the new world's held-out sets
-    (and A, that model on the old world's, is the error a fresh model of the seed makes there, computed here from
-    the file's own pieces); `train` makes exactly the updates asked (8 of a whole rollout, then the rest); with updates,
-    C (the old world first) differs from B; the table's ratios are those of its errors."""
-    from algos.ppo_continuous_poi_ensemble import ForwardModel, raw_heldout_error
-    from common.heldout import continuous_heldout_set, continuous_heldout_tensors
+    (and A, that model on the old world's, is the error a fresh model of the file's defaults and the seed makes there);
+    `train` hands the model's training whole rollouts, then the updates left, of the rows normalised and clamped as
+    the file's wrappers do and their normalised deltas (worked by hand, an outlier beyond 10 std among them); A trains
+    on the old world, B on the new, C on the old and then the new, all with the old world's statistics; the table's
+    ratios are those of its errors."""
+    from algos.ppo_continuous_poi_ensemble import Args, ForwardModel, raw_heldout_error
+    from common.heldout import continuous_heldout_tensors
 
     floor = load_script("floor", ROOT / "docs/results/continuous-interest/floor.py")
+    defaults = Args()
     (row,) = floor.probe([7], [0], steps=400, eval_steps=160)
     assert row["B"] == row["C"] and row["A"] != row["B"]
-    full, _ = continuous_heldout_set(floor.ENV, 0, 400, 200, seed=123_000)
-    obs = torch.tensor(full["obs"])
+    old, new = floor.training_sets(400).values()
+    statistics = (old[0].mean(0), old[0].var(0))
     torch.manual_seed(7)
-    fresh = ForwardModel(3, 1)
-    statistics = (obs.mean(0), obs.var(0))
-    assert row["A"] == [
-        raw_heldout_error(fresh, *d, *statistics) for d in continuous_heldout_tensors(floor.ENV, 0, 160, 80, "cpu")
-    ]
+    fresh = ForwardModel(3, 1, defaults.model_hidden_sizes, defaults.ensemble_size)
+    heldout = continuous_heldout_tensors(floor.ENV, 0, 160, 80, "cpu")
+    assert row["A"] == [raw_heldout_error(fresh, *data, *statistics) for data in heldout]
 
-    model = ForwardModel(3, 1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    data = tuple(torch.tensor(full[key]) for key in ("obs", "actions", "next_obs"))
-    floor.train(model, optimizer, data, statistics, 10, torch.Generator().manual_seed(0))
-    assert all(optimizer.state[p]["step"] == 10 for p in model.parameters())
+    calls = []
+    monkeypatch.setattr(floor, "train_forward_model", lambda *arguments: calls.append(arguments[2:]))
+    obs = torch.tensor([[0.0, 0.0, 0.0], [1.0, 1.0, 1.0], [100.0, -1.0, 2.0]])
+    actions = torch.tensor([[0.1], [0.2], [0.3]])
+    by_hand = {  # mean 0.5, std 2: (normalised obs, normalised next obs - normalised obs), clamped at 10 std
+        0.1: ([-0.25, -0.25, -0.25], [0.25, -0.25, 0.5]),
+        0.2: ([0.25, 0.25, 0.25], [0.25, -0.25, 0.5]),
+        0.3: ([10.0, -0.75, 0.75], [0.0, -0.25, 0.5]),
+    }
+    data = (obs, actions, obs + torch.tensor([0.5, -0.5, 1.0]))
+    floor.train(None, None, data, (torch.full((3,), 0.5), torch.full((3,), 4.0)), 10, torch.Generator().manual_seed(0))
+    epochs, batch = defaults.model_epochs, defaults.model_batch_size
+    assert [(len(call[0]), *call[3:]) for call in calls] == [(2048, epochs, batch), (512, epochs, batch)]
+    for normalised, taken, deltas, *_ in calls:
+        for row_obs, action, delta in zip(normalised, taken, deltas):
+            expected_obs, expected_delta = by_hand[round(float(action), 1)]
+            np.testing.assert_allclose(row_obs, expected_obs, rtol=1e-6)
+            np.testing.assert_allclose(delta, expected_delta, rtol=1e-6, atol=1e-6)
+    monkeypatch.undo()
 
-    (trained,) = floor.probe([7], [3], steps=400, eval_steps=160)
-    assert trained["C"] != trained["B"] and trained["A"] != row["A"]
-    table = floor.markdown([trained]).splitlines()[2].split(" | ")
-    b_over_a = trained["B"][0] / trained["A"][0], trained["B"][1] / trained["A"][1]
-    assert table[-3] == f"{b_over_a[0]:.2f} / {b_over_a[1]:.2f}"
-    assert table[-1] == f"{trained['C'][0] / trained['A'][0]:.2f} / {trained['C'][1] / trained['A'][1]:.2f} |"
+    trained, real_train = [], floor.train
+
+    def recording_train(model, optimizer, data, statistics, *rest):
+        trained.append((data, statistics))
+        real_train(model, optimizer, data, statistics, *rest)
+
+    monkeypatch.setattr(floor, "train", recording_train)
+    (row,) = floor.probe([7], [3], steps=400, eval_steps=160)
+    assert [torch.equal(data[0], new[0]) for data, _ in trained] == [False, True, False, True]  # A; B; C: old, new
+    assert torch.equal(trained[0][0][0], old[0]) and torch.equal(trained[2][0][0], old[0])
+    assert all(torch.equal(st[0], statistics[0]) and torch.equal(st[1], statistics[1]) for _, st in trained)
+    assert row["C"] != row["B"]
+    cells = floor.markdown([row]).splitlines()[2].strip("| ").split(" | ")
+    ratios = [(row[top][0] / row[bottom][0], row[top][1] / row[bottom][1]) for top, bottom in ("BA", "CB", "CA")]
+    assert cells[-3:] == [f"{all_:.2f} / {changed:.2f}" for all_, changed in ratios]
 
 
 def test_the_continuous_page_quotes_the_floor_probe_s_table():
-    """The ranges the page gives for the floor probe are those of floor.md's ratio cells (over the seeds, for the update
-    count named), and floor.md holds the five seeds at 584 and 5,000 updates its command names."""
+    """floor.md holds the seeds and update counts of the page's floor.py command; the ranges and levels the page gives
+    for the probe are those of floor.md's cells (over the seeds, at the update count the page names)."""
+    (command,) = [c for c in continuous_page_commands() if c[1].endswith("floor.py")]
+    seeds = command[command.index("--seeds") + 1 : command.index("--updates")]
+    updates = command[command.index("--updates") + 1 : command.index(">")]
     table = (ROOT / "docs/results/continuous-interest/floor.md").read_text().splitlines()
     rows = [line.strip("| ").split(" | ") for line in table if re.match(r"\| \d", line)]
-    assert [(row[0], row[1]) for row in rows] == [(str(s), u) for s in range(1, 6) for u in ("584", "5000")]
-    columns = {"B/A": 5, "C/B": 6, "C/A": 7}
+    assert [(row[0], row[1]) for row in rows] == [(seed, count) for seed in seeds for count in updates]
+    columns = {"A": 2, "C": 4, "B/A": 5, "C/B": 6, "C/A": 7}
 
-    def span(updates, column, part):  # part 0: all held-out transitions, 1: the changed ones
-        cells = [float(row[columns[column]].split(" / ")[part]) for row in rows if row[1] == updates]
-        return f"{min(cells):.2f}-{max(cells):.2f}"
+    def cells(count, column, part):  # part 0: all held-out transitions, 1: the changed ones
+        return [float(row[columns[column]].split(" / ")[part]) for row in rows if row[1] == count]
+
+    def span(count, column, part):
+        return f"{min(cells(count, column, part)):.2f}-{max(cells(count, column, part)):.2f}"
 
     page = " ".join((ROOT / "docs/results/continuous-interest/README.md").read_text().split())
     probe = page.split("**Part of the rise may be the new world itself")[1].split("was not found.")[0]
-    quoted = [("584", "B/A", 0), ("584", "B/A", 1), ("584", "C/A", 0), ("584", "C/A", 1), ("584", "C/B", 0)]
-    quoted += [("5000", "B/A", 0)]
-    found = re.findall(r"\d\.\d\d-\d\.\d\d", probe)
-    assert found == [span(*q) for q in quoted], found
+    first, second = updates
+    assert f"seeds {seeds[0]}-{seeds[-1]})" in probe and len(seeds) == int(seeds[-1]) - int(seeds[0]) + 1
+    assert f"trains the file's model {first} updates a phase" in probe and f"At {int(second):,} updates" in probe
+    quoted = [(first, "B/A", 0), (first, "B/A", 1), (first, "C/A", 0), (first, "C/A", 1), (first, "C/B", 0)]
+    quoted += [(first, "C/B", 1), (second, "B/A", 0)]
+    assert re.findall(r"\d\.\d\d-\d\.\d\d(?!e)", probe) == [span(*q) for q in quoted]
+    levels = [(f"{min(cells(first, arm, 0)) * 1e4:.2f}", f"{max(cells(first, arm, 0)) * 1e4:.2f}") for arm in "AC"]
+    assert re.findall(r"(\d\.\d\d)e-4-(\d\.\d\d)e-4", probe) == levels

@@ -10,14 +10,16 @@ what a run's model gets in each of its two phases of 73 iterations):
 - C: A's model, then UPDATES more on the new world's, measured on the new world's (what a run's model goes through).
 
 The held-out sets are the runs' own (common.heldout.continuous_heldout_set: 10,240 random-policy steps a phase, and
-those of them the change acts on); the error is the runs' `external_model/eval_loss` (raw units,
-`raw_heldout_error`). The training transitions: STEPS a phase from the worlds of seeds 123,000 on (the held-out sets'
-are from 20,240,700), each rollout 2,048 of them drawn at random; observations normalised by the old world's
-training set's mean and variance in both phases (a run's normaliser follows its agent's states). Each seed sets the
-model's initialisation and the draws alike. Prints a markdown table: per seed and update count, the errors on all
-held-out transitions and on the changed ones, and the ratios B/A (the new world against the old at the same
-training), C/B (a model that learned the old world first against a fresh one) and C/A (a run's model after the change
-against before it, as the page's floors compare them).
+those of them the change acts on); the error is the runs' `external_model/eval_loss` (raw units, `raw_heldout_error`).
+The training transitions: STEPS a phase from the worlds of seeds 123,000 on (the held-out sets' are from 20,240,700),
+rolled in 200-step worlds (Pendulum's episodes; the held-out sets' are 80 steps, the states much the same), each
+rollout 2,048 of them drawn at random (one training set a phase for every seed: the seeds vary the model's
+initialisation and the draws); observations normalised by the old world's training set's mean and variance in both
+phases (a run's normaliser follows its agent's states; the two worlds' training means differ most in the angular
+velocity, by about a fifth of its std). Prints a markdown table: per seed and update count, the errors on all held-out
+transitions and on the changed ones, and the ratios B/A (the new world against the old at the same training), C/B (a
+model that learned the old world first against a fresh one) and C/A (a run's model after the change against before it,
+as the page's floors compare them).
 
     python docs/results/continuous-interest/floor.py --seeds 1 2 3 4 5 --updates 584 5000
 """
@@ -30,13 +32,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from algos.ppo_continuous_poi_ensemble import ForwardModel, raw_heldout_error, train_forward_model  # noqa: E402
+from algos.ppo_continuous_poi_ensemble import Args, ForwardModel, raw_heldout_error, train_forward_model  # noqa: E402
 from common.console import OneLineParser  # noqa: E402
 from common.heldout import continuous_heldout_set, continuous_heldout_tensors  # noqa: E402
 
 ENV = "PendulumMotorChange-v1"
 TRAIN_SEED, EPISODE_STEPS = 123_000, 200  # Pendulum's episodes: 200 steps
-ROLLOUT, BATCH, LEARNING_RATE = 2_048, 256, 1e-3  # ppo_continuous_poi_ensemble.py's defaults
+FILE = Args()  # ppo_continuous_poi_ensemble.py's defaults: its rollout, its model and the model's training
+ROLLOUT, BATCH, LEARNING_RATE = FILE.num_envs * FILE.num_steps, FILE.model_batch_size, FILE.model_learning_rate
 
 
 def training_sets(steps: int) -> dict[int, tuple[torch.Tensor, ...]]:
@@ -58,7 +61,7 @@ def train(model, optimizer, data, statistics, updates: int, generator) -> None:
     done = 0
     while done < updates:
         rows = torch.randint(len(obs), (ROLLOUT,), generator=generator)[: BATCH * min(ROLLOUT // BATCH, updates - done)]
-        train_forward_model(model, optimizer, normalised[rows], actions[rows], deltas[rows], 1, BATCH)
+        train_forward_model(model, optimizer, normalised[rows], actions[rows], deltas[rows], FILE.model_epochs, BATCH)
         done += len(rows) // BATCH
 
 
@@ -80,7 +83,7 @@ def probe(seeds, updates_list, steps: int, eval_steps: int) -> list[dict]:
             for name, phases in (("A", (0,)), ("B", (1,)), ("C", (0, 1))):
                 torch.manual_seed(seed)
                 generator = torch.Generator().manual_seed(seed)
-                model = ForwardModel(3, 1)
+                model = ForwardModel(3, 1, FILE.model_hidden_sizes, FILE.ensemble_size)
                 optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
                 for phase in phases:
                     train(model, optimizer, sets[phase], statistics, updates, generator)
