@@ -167,9 +167,11 @@ def continuous_heldout_set(
     return full, {key: value[changed] for key, value in full.items()}
 
 
-def continuous_heldout_tensors(env_id: str, phase: int, num_steps: int, episode_steps: int, device) -> list:
+def continuous_heldout_tensors(
+    env_id: str, phase: int, num_steps: int, episode_steps: int, device, seed: int = HELDOUT_SEED
+) -> list:
     """`continuous_heldout_set`'s two sets as tensors (obs, actions, next_obs), None for an empty one."""
-    sets = continuous_heldout_set(env_id, phase, num_steps, episode_steps)
+    sets = continuous_heldout_set(env_id, phase, num_steps, episode_steps, seed)
     keys = ("obs", "actions", "next_obs")
     return [tuple(torch.tensor(d[k], device=device) for k in keys) if len(d["obs"]) else None for d in sets]
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from algos.ppo_continuous_poi_ensemble import Args, ForwardModel, raw_heldout_error, train_forward_model  # noqa: E402
 from common.console import OneLineParser  # noqa: E402
-from common.heldout import continuous_heldout_set, continuous_heldout_tensors  # noqa: E402
+from common.heldout import continuous_heldout_tensors  # noqa: E402
 
 ENV = "PendulumMotorChange-v1"
 TRAIN_SEED, EPISODE_STEPS = 123_000, 200  # Pendulum's episodes: 200 steps
@@ -43,12 +43,11 @@ ROLLOUT, BATCH, LEARNING_RATE = FILE.num_envs * FILE.num_steps, FILE.model_batch
 
 
 def training_sets(steps: int) -> dict[int, tuple[torch.Tensor, ...]]:
-    """Each phase's random-policy training transitions (obs, actions, next_obs)."""
-    sets = {}
-    for phase in (0, 1):
-        full, _ = continuous_heldout_set(ENV, phase, steps, EPISODE_STEPS, seed=TRAIN_SEED)
-        sets[phase] = tuple(torch.tensor(full[key]) for key in ("obs", "actions", "next_obs"))
-    return sets
+    """Each phase's random-policy training transitions (obs, actions, next_obs), drawn as the held-out sets are."""
+    return {
+        phase: continuous_heldout_tensors(ENV, phase, steps, EPISODE_STEPS, "cpu", seed=TRAIN_SEED)[0]
+        for phase in (0, 1)
+    }
 
 
 def train(model, optimizer, data, statistics, updates: int, generator) -> None:
@@ -56,8 +55,9 @@ def train(model, optimizer, data, statistics, updates: int, generator) -> None:
     cut to the updates left), as a run trains its model on its rollouts, in the normalised space."""
     mean, var = statistics
     obs, actions, next_obs = data
-    normalised = ((obs - mean) / torch.sqrt(var + 1e-8)).clamp(-10, 10)
-    deltas = ((next_obs - mean) / torch.sqrt(var + 1e-8)).clamp(-10, 10) - normalised
+    normalise = lambda x: ((x - mean) / torch.sqrt(var + 1e-8)).clamp(-10, 10)  # noqa: E731  (make_env's wrappers)
+    normalised = normalise(obs)
+    deltas = normalise(next_obs) - normalised
     done = 0
     while done < updates:
         rows = torch.randint(len(obs), (ROLLOUT,), generator=generator)[: BATCH * min(ROLLOUT // BATCH, updates - done)]
