@@ -1278,6 +1278,7 @@ def test_the_task_loss_diagnosis_reads_windows_around_the_change_from_event_file
     assert unknown.returncode == 1 and "no runs of ['other']" in unknown.stderr
 
 
+@pytest.mark.slow
 def test_a_continuation_goes_on_as_the_run_did_unless_reseeded_or_changed(tmp_path):
     """continue_run.py on the checkpoint of a stopped ppo.py run: unchanged, it logs what the uninterrupted run logged
     after that step; re-seeded or with a flag changed, it does not; bad input is a one-line error before a folder."""
