@@ -46,12 +46,14 @@ def set_env_state(envs, state: bytes) -> None:
     vars(envs).update(pickle.loads(state))
 
 
-def save_checkpoint(run_dir: Path, args, stateful: dict, values: dict) -> None:
+def save_checkpoint(run_dir: Path, args, stateful: dict, values: dict, keep_previous: bool = False) -> None:
     """Write run_dir/checkpoint.pt: `stateful` objects by their state dict (or a generator's
     state), `values` as they are, and the name of the algorithm file. Written to a temporary
     file, synced to disk and renamed over the last one, which stays as checkpoint.prev.pt (a
     hard link: checkpoint.pt never goes missing): a crash while writing keeps the last one, and
-    a last one that cannot be read (a full disk, a power cut) the one before."""
+    a last one that cannot be read (a full disk, a power cut) the one before. With
+    `keep_previous` checkpoint.prev.pt stays as it is: the last one could not be read, and the
+    run went on from the one before (`read_checkpoint`), the only one to keep."""
     state = {
         name: obj.state_dict() if hasattr(obj, "state_dict") else obj.get_state() for name, obj in stateful.items()
     }
@@ -62,7 +64,7 @@ def save_checkpoint(run_dir: Path, args, stateful: dict, values: dict) -> None:
         torch.save(dict(file=algorithm_file(args), args=args, stateful=state, values=values, rng=rng), file)
         file.flush()
         os.fsync(file.fileno())
-    if path.is_file():
+    if path.is_file() and not keep_previous:
         previous.unlink(missing_ok=True)
         os.link(path, previous)
         os.replace(previous, run_dir / PREVIOUS_CHECKPOINT)
@@ -88,13 +90,17 @@ def load_checkpoint(path: Path) -> dict:
 
 def read_checkpoint(args) -> dict:
     """`args.resume`'s checkpoint, its arguments in place of `args`' (with `resume` kept); the one
-    before it, with a warning, if the last one cannot be read. Raises ValueError if there is
+    before it, with a warning, if the last one cannot be read (then its `read_from` is
+    checkpoint.prev.pt: the run's next checkpoint must not replace it with the unreadable one). Raises ValueError if there is
     none, if neither can be read, if another algorithm file wrote it (checked before anything is
     written into the run folder), or if a flag given with --resume differs from the run's own (a
     flag left at its default is not given: a sweep may repeat the run's command; nor is `auto`, which
     the run resolved to what it saved)."""
     run_dir = Path(args.resume)
     path, previous = run_dir / CHECKPOINT, run_dir / PREVIOUS_CHECKPOINT
+    if not run_dir.is_dir():
+        hint = f" (--resume takes the run folder: {run_dir.parent})" if run_dir.is_file() else ""
+        raise ValueError(f"--resume {args.resume}: no such run folder{hint}")
     if not path.is_file():
         raise ValueError(
             f"--resume {args.resume}: no {CHECKPOINT} there (a run writes one every --checkpoint-every "
@@ -119,6 +125,7 @@ def read_checkpoint(args) -> dict:
             f"{checkpoint['values']['global_step']})",
             sys.stderr,
         )
+        checkpoint["read_from"] = PREVIOUS_CHECKPOINT
     written_by = checkpoint.get("file", algorithm_file(args))  # checkpoints from before the name was kept: not checked
     if written_by != algorithm_file(args):
         raise ValueError(

@@ -17,9 +17,15 @@ def say(line: str, stream=None) -> None:
     try:
         print(line, file=stream, flush=True)
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stream.fileno())
-        os.close(devnull)
+        reader_gone(stream)
+
+
+def reader_gone(stream) -> None:
+    """After a BrokenPipeError on `stream`: its file descriptor goes to os.devnull, so that later writes and the
+    flush at exit are dropped instead of raising it again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)
 
 
 def first_line(error: BaseException) -> str:

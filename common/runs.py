@@ -40,7 +40,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from common.checkpoint import CHECKPOINT, PREVIOUS_CHECKPOINT, read_checkpoint, save_checkpoint
 from common.checks import check_and_fill, note_whole_batches
-from common.console import say
+from common.console import reader_gone, say
 from common.evaluate import save_policy
 
 
@@ -251,6 +251,9 @@ def parse_flags(args_class, argv: list[str] | None = None):
         if not stop.code:  # --help
             raise
         raise ValueError(unframed(said.getvalue())) from None
+    except BrokenPipeError:  # --help into a reader that went away (`| head`): it read what it wanted
+        reader_gone(sys.stdout)
+        sys.exit(0)
     sys.stderr.write(said.getvalue())  # anything else tyro had to say
     return args
 
@@ -301,6 +304,8 @@ class Run(contextlib.ExitStack):
             Path(args.resume) if args.resume else Path(args.runs_dir) / run_name(args.env, args.exp_name, args.seed)
         )
         self.global_step = checkpoint["values"]["global_step"] if checkpoint else 0
+        # resumed from checkpoint.prev.pt (checkpoint.pt could not be read): the first checkpoint keeps it
+        self.keep_previous = bool(checkpoint) and checkpoint.get("read_from") == PREVIOUS_CHECKPOINT
         self.start_step, self.start_time = self.global_step, time.time()
         open_run_dir(self.dir)  # before anything is written into it
         if hasattr(args, "num_iterations"):  # a run of whole batches (PPO's; SAC's batch size is its minibatch)
@@ -360,7 +365,8 @@ class Run(contextlib.ExitStack):
         self.global_step = global_step
         every = self.args.checkpoint_every
         if every and (iteration % every == 0 or stop_requested()):
-            save_checkpoint(self.dir, self.args, stateful, loop_state())
+            save_checkpoint(self.dir, self.args, stateful, loop_state(), self.keep_previous)
+            self.keep_previous = False
         if stop_requested():
             raise_stop()
 

@@ -102,7 +102,12 @@ def test_resume_refuses_a_missing_checkpoint_and_other_flags(tmp_path):
 
     with pytest.raises(ValueError, match="no checkpoint.pt"):
         read_checkpoint(Args(resume=str(tmp_path)))
+    with pytest.raises(ValueError, match=f"^--resume {tmp_path / 'nope'}: no such run folder$"):
+        read_checkpoint(Args(resume=str(tmp_path / "nope")))
     save_checkpoint(tmp_path, Args(seed=3, learning_rate=1e-3), {}, dict(global_step=0))
+    given = tmp_path / "checkpoint.pt"  # the file, not its folder
+    with pytest.raises(ValueError, match=f"no such run folder \\(--resume takes the run folder: {tmp_path}\\)$"):
+        read_checkpoint(Args(resume=str(given)))
     assert read_checkpoint(Args(resume=str(tmp_path), seed=3))["args"].learning_rate == 1e-3
     with pytest.raises(ValueError, match="--seed is 3 there, 4 given"):
         read_checkpoint(Args(resume=str(tmp_path), seed=4))
@@ -179,6 +184,14 @@ def test_the_checkpoint_before_the_last_is_kept_and_read_when_the_last_cannot_be
         assert read_checkpoint(Args(resume=str(tmp_path)))["values"]["global_step"] == 1
         (warning,) = capsys.readouterr().err.splitlines()
         assert warning.startswith(f"warning: {tmp_path / CHECKPOINT} cannot be read (") and "(step 1)" in warning
+
+    # the run goes on from the one before: its next checkpoint keeps that one, not the unreadable last one
+    assert read_checkpoint(Args(resume=str(tmp_path)))["read_from"] == PREVIOUS_CHECKPOINT
+    save_checkpoint(tmp_path, Args(), {}, dict(global_step=3), keep_previous=True)
+    assert read_checkpoint(Args(resume=str(tmp_path)))["values"]["global_step"] == 3
+    (tmp_path / CHECKPOINT).write_bytes(b"")
+    assert read_checkpoint(Args(resume=str(tmp_path)))["values"]["global_step"] == 1
+    capsys.readouterr()
 
     (tmp_path / PREVIOUS_CHECKPOINT).write_bytes(b"")
     with pytest.raises(ValueError, match="neither checkpoint.pt .* nor checkpoint.prev.pt .* can be read") as error:

@@ -107,6 +107,15 @@ def test_a_run_piped_into_head_goes_on_to_its_end(tmp_path):
     assert first == f"run folder: {run_dir}\n" and (run_dir / "finished.json").is_file()
 
 
+def test_help_piped_into_a_reader_that_goes_away_exits_without_a_traceback(tmp_path):
+    """`python algos/ppo.py --help | head -1`: the reader is gone before the help is printed; exit 0, nothing on
+    stderr (tyro's print raised BrokenPipeError)."""
+    process = subprocess.Popen([sys.executable, str(ROOT / "algos/ppo.py"), "--help"], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process.stdout.close()
+    assert process.wait(timeout=120) == 0 and process.stderr.read() == ""
+
+
 def test_ctrl_c_after_the_reader_went_away_still_writes_the_checkpoint(tmp_path):
     """`python algos/ppo.py | tee log`, then Ctrl-C: tee is gone before the run's next line."""
     process = start(tmp_path, *TINY, "--total-timesteps", "10000000")

@@ -12,7 +12,7 @@ import torch
 
 import common.runs as runs
 
-from common.checkpoint import CHECKPOINT
+from common.checkpoint import CHECKPOINT, PREVIOUS_CHECKPOINT, read_checkpoint, save_checkpoint
 from common.runs import COMPLETION_MARKER, NonFinite, Run, RunArgs, Terminated, check_finite, parse_args
 from common.tb import read_scalars
 
@@ -96,6 +96,29 @@ def test_the_checkpoint_is_written_every_checkpoint_every_iterations_with_the_lo
     assert [checkpoint["values"]["global_step"] for checkpoint in written[1:]] == [16, 16]
     assert torch.equal(written[1]["stateful"]["net"]["weight"], weights.weight)
     assert not (run.dir / CHECKPOINT).exists()  # the finished run's checkpoint goes
+
+
+def test_a_run_resumed_from_the_checkpoint_before_the_last_keeps_it_until_it_has_written_its_own(tmp_path, capsys):
+    """checkpoint.pt cannot be read, the run went on from checkpoint.prev.pt: its first checkpoint replaces the
+    unreadable one and leaves checkpoint.prev.pt as it was (linked over, the one good checkpoint would be lost); the
+    next one keeps the first as the one before, as every checkpoint does."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for step in (8, 9):
+        save_checkpoint(run_dir, Args(checkpoint_every=1), {}, dict(global_step=step))
+    (run_dir / CHECKPOINT).write_bytes(b"cut short")
+    previous = (run_dir / PREVIOUS_CHECKPOINT).read_bytes()
+    checkpoint = read_checkpoint(Args(resume=str(run_dir)))
+    assert checkpoint["values"]["global_step"] == 8 and "cannot be read" in capsys.readouterr().err
+    steps = []
+    with Run(checkpoint["args"], checkpoint) as run:
+        for iteration in (1, 2):
+            run.end_iteration(iteration, 8 + 8 * iteration, {}, lambda: dict(global_step=8 + 8 * iteration))
+            read = lambda name: torch.load(run_dir / name, weights_only=False)["values"]["global_step"]  # noqa: E731
+            steps.append((read(CHECKPOINT), read(PREVIOUS_CHECKPOINT)))
+            if iteration == 1:
+                assert (run_dir / PREVIOUS_CHECKPOINT).read_bytes() == previous
+    assert steps == [(16, 8), (24, 16)]
 
 
 def test_save_models_writes_each_network_the_policy_and_the_flags(tmp_path):
