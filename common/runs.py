@@ -163,12 +163,14 @@ def save_args(args, path: Path) -> None:
 
 
 def progress_line(global_step: int, total: int, sps: float, episodic_return: float, model_loss: float) -> str:
-    """One console line per iteration: step, SPS, mean return of the episodes that ended, model loss, time left."""
+    """One console line per iteration: step, SPS, mean return of the episodes that ended, model loss, time left; a
+    return or loss not there yet (no episode ended, a model not trained yet: NaN) shows as -."""
     left = (total - global_step) / max(sps, 1e-9)
     ret = "     -" if math.isnan(episodic_return) else f"{episodic_return:6.3f}"
+    loss = "-" if math.isnan(model_loss) else f"{model_loss:.4g}"
     return (
         f"step {global_step:>10,}/{total:,} | SPS {sps:6.0f} | return {ret} | "
-        f"model loss {model_loss:.4g} | left {time.strftime('%H:%M:%S', time.gmtime(left))}"
+        f"model loss {loss} | left {time.strftime('%H:%M:%S', time.gmtime(left))}"
     )
 
 

@@ -55,6 +55,7 @@ def test_progress_line_shows_step_sps_return_loss_and_time_left():
     assert "1,000/4,000" in line and "SPS    100" in line and "0.500" in line and "0.25" in line
     assert line.endswith("left 00:00:30")
     assert "return      -" in progress_line(1000, 4000, 100.0, math.nan, 0.25)
+    assert "| model loss - |" in progress_line(1000, 4000, 100.0, 0.5, math.nan)  # not trained yet
 
 
 def test_steps_below_uses_the_moving_mean_inside_the_phase():
