@@ -91,11 +91,11 @@ def load_checkpoint(path: Path) -> dict:
 def read_checkpoint(args) -> dict:
     """`args.resume`'s checkpoint, its arguments in place of `args`' (with `resume` kept); the one
     before it, with a warning, if the last one cannot be read (then its `read_from` is
-    checkpoint.prev.pt: the run's next checkpoint must not replace it with the unreadable one). Raises ValueError if there is
-    none, if neither can be read, if another algorithm file wrote it (checked before anything is
-    written into the run folder), or if a flag given with --resume differs from the run's own (a
-    flag left at its default is not given: a sweep may repeat the run's command; nor is `auto`, which
-    the run resolved to what it saved)."""
+    checkpoint.prev.pt: the run's next checkpoint must not replace it with the unreadable one). Raises
+    ValueError if there is none, if neither can be read, if another algorithm file wrote it (checked
+    before anything is written into the run folder), or if a flag given with --resume differs from the
+    run's own (a flag left at its default is not given: a sweep may repeat the run's command; nor is
+    `auto`, which the run resolved to what it saved)."""
     run_dir = Path(args.resume)
     path, previous = run_dir / CHECKPOINT, run_dir / PREVIOUS_CHECKPOINT
     if not run_dir.is_dir():

@@ -2662,10 +2662,198 @@ def test_the_floor_probe_trains_as_it_says_and_compares_like_with_like(monkeypat
     assert cells[-3:] == [f"{all_:.2f} / {changed:.2f}" for all_, changed in ratios]
 
 
+def fake_f1_run(root, seed):
+    """A run folder as agentfloor.py reads it: at-change.pt, a checkpoint as the file writes it (its agent, model and
+    envs, whose first env's normaliser holds chosen statistics), and the end's saved agent, model and statistics; the
+    agents' std near 0 (their actions are their means), each agent, model and statistics its own."""
+    import gymnasium as gym
+
+    from algos.ppo_continuous_poi_ensemble import Agent, Args, ForwardModel, make_env
+    from common.checkpoint import env_state, save_checkpoint
+
+    folder = root / f"PendulumMotorChange-v1__F1__{seed}__1700000000"
+    folder.mkdir(parents=True)
+    made = {}
+    for when, mean, var in (
+        ("change", [0.1, -0.2, 0.5], [0.5, 0.4, 4.0]),
+        ("end", [-0.3, 0.1, -1.0], [0.3, 1e-4, 9.0]),
+    ):
+        torch.manual_seed(len(when))
+        agent, model = Agent(3, 1), ForwardModel(3, 1, Args().model_hidden_sizes, Args().ensemble_size)
+        with torch.no_grad():
+            agent.actor_logstd.fill_(-30.0)
+            agent.actor_mean[-1].weight.mul_(300.0)  # means beyond the action bounds too: clipped
+        made[when] = agent, model, (torch.tensor(mean), torch.tensor(var))
+    agent, model, (mean, var) = made["change"]
+    envs = gym.vector.SyncVectorEnv([make_env("PendulumMotorChange-v1", i, False, None, 0.99) for i in range(2)])
+    envs.reset(seed=0)
+    for i, env in enumerate(envs.envs):
+        while not isinstance(env, gym.wrappers.NormalizeObservation):
+            env = env.env
+        env.obs_rms.mean, env.obs_rms.var = (mean.double().numpy(), var.double().numpy()) if i == 0 else (0.0, 1.0)
+    save_checkpoint(folder, Args(), dict(agent=agent, model=model), dict(global_step=149_504, envs=env_state(envs)))
+    (folder / "checkpoint.pt").rename(folder / "at-change.pt")
+    agent, model, (mean, var) = made["end"]
+    torch.save(agent.state_dict(), folder / "agent.pt")
+    model.save(folder / "forward_model.pt")
+    np.savez(folder / "obs_normalization.npz", mean=np.stack([mean, mean + 1]), var=np.stack([var, var]), clip=10.0)
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder))  # the run's log: the change at step 55, its held-out losses by phase
+    losses = {
+        "eval_loss": {10: 4, 20: 1, 30: 2, 40: 3, 60: 9, 70: 8, 80: 5, 90: 6},
+        "eval_loss_changed": {10: 1, 20: 1, 30: 1, 40: 2, 45: 9, 60: 3, 70: 4, 80: 2, 90: 5, 95: 7},
+    }
+    for tag, values in losses.items():
+        for step, value in values.items():
+            writer.add_scalar(f"external_model/{tag}", value, step)
+    for step in range(5, 100, 10):
+        writer.add_scalar("charts/phase", int(step > 50), step)
+    writer.close()
+    return made
+
+
+def test_the_continuous_page_quotes_the_agent_floor_probe_s_table():
+    """agentfloor.md holds the seeds of the page's agentfloor.py command, and its runs' series those runs; the ranges
+    and levels the page gives are agentfloor.md's cells over the seeds (the runs' rise also re-made from the committed
+    series), the study's F1 rise is made from the study's series, and the probe's rise against each run's own is the
+    ratio of the two columns."""
+    from common import analyze
+
+    agentfloor = load_script("agentfloor", ROOT / "docs/results/continuous-interest/agentfloor.py")
+    (command,) = [c for c in continuous_page_commands() if c[1].endswith("agentfloor.py")]
+    seeds = list(command[command.index("--seeds") + 1 : command.index(">")])
+    study = ROOT / "docs/results/continuous-interest"
+    table = (study / "agentfloor.md").read_text().splitlines()
+    header = table[0].strip("| ").split(" | ")
+    rows = [dict(zip(header, line.strip("| ").split(" | "))) for line in table if re.match(r"\| \d", line)]
+    assert [row["seed"] for row in rows] == seeds and {row["updates a phase"] for row in rows} == {"584"}
+
+    def cells(column, part):  # part 0: all held-out transitions, 1: the changed ones
+        return [float(row[column].split(" / ")[part]) for row in rows]
+
+    def span(values, digits="2f"):
+        return f"{min(values):.{digits}}-{max(values):.{digits}}"
+
+    runs, _ = analyze.find_runs([study / "agentfloor-series.jsonl.gz"])
+    assert sorted(str(run.seed) for run in runs) == seeds and all(run.finished for run in runs)
+    rises = {str(run.seed): agentfloor.level_ratios(run.scalars, run.path.name) for run in runs}
+    assert [[f"{r:.2f}" for r in rises[row["seed"]]] for row in rows] == [
+        row["the run's level after / before"].split(" / ") for row in rows
+    ]
+    f1, _ = analyze.find_runs([study / "ppo-series.jsonl.gz"])
+    f1 = [run for run in f1 if run.method == "ppo_continuous_poi_ensemble-int-coef-0" and run.finished]
+    f1_rise = [agentfloor.level_ratios(run.scalars, run.path.name)[0] for run in f1]
+    rise, probe_rise = "the run's level after / before", "C/A"
+    against = [[p / r for p, r in zip(cells(probe_rise, part), cells(rise, part))] for part in (0, 1)]
+    c_over_d = [[c / d for c, d in zip(cells("C", part), cells("D", part))] for part in (0, 1)]
+    page = " ".join((study / "README.md").read_text().split())
+    text = page.split("**The rest is the agents' data.**")[1].split("no loss of plasticity shows.")[0]
+    assert f"seeds {seeds[0]}-{seeds[-1]}" in text and len(f1) == 10 and "584 updates a phase" in text
+    quoted = [span(cells(rise, 0)), span(cells(rise, 1)), span(f1_rise), span(cells("C/A", 0)), span(cells("C/A", 1))]
+    quoted += ["1.64-1.85", span(against[0]), span(against[1]), span(cells("D/A", 0)), span(cells("D/A", 1))]
+    quoted += [span([c / b for c, b in zip(cells("C", 0), cells("B", 0))])]
+    assert re.findall(r"\d\.\d\d-\d\.\d\d(?!e)", text) == quoted
+    assert re.findall(r"(\d\.\d\d)e-4-(\d\.\d\d)e-4", text) == [
+        (f"{min(cells(column, 0)) * 1e4:.2f}", f"{max(cells(column, 0)) * 1e4:.2f}") for column in ("A", "R change")
+    ]
+    levels = [a / r for a, r in zip(cells("A", 0), cells("R change", 0))]
+    assert 1.0 <= min(levels) < 1.05 and 1.95 < max(levels) < 2.05  # "1.0 to about 2.0 times"
+    assert 1.15 < max(c_over_d[0]) < 1.21 and 1.2 < max(c_over_d[1]) < 1.26  # "at most about a fifth (a quarter"
+
+
+def test_the_agent_floor_probe_rolls_each_saved_agent_in_its_world_and_trains_as_it_says(tmp_path, monkeypatch):
+    """agentfloor.py: the agent, model and env 0's statistics of a run at the change (its checkpoint) and at its end
+    (its saves); each agent acts on the observation normalised by its statistics (its actions, by hand, the clipped
+    means of a near-deterministic policy), in its world (every step re-made from its state), episodes of 200 steps;
+    with no updates A, B and D are a fresh model's errors, by hand, with the statistics each names (C is then B) and R
+    the run's models'; with updates A trains on the data and statistics at the change, B at the end, C on both in
+    turn, D on both with the statistics at the change; the ratio columns are the errors'; a missing run is a one-line
+    error."""
+    from algos.ppo_continuous_poi_ensemble import Agent, Args, ForwardModel, raw_heldout_error
+    from common.heldout import continuous_heldout_tensors
+    from envs.continuous import make_continuous_env, motor_change
+
+    agentfloor = load_script("agentfloor", ROOT / "docs/results/continuous-interest/agentfloor.py")
+    runs = tmp_path / "runs"
+    made = fake_f1_run(runs, 5)
+    folder = agentfloor.run_dir(runs, 5)
+    saved = {when: agentfloor.saved(folder, when) for when in ("change", "end")}
+    for when, (agent, model, statistics) in saved.items():
+        assert all(torch.equal(agent[k], v) for k, v in made[when][0].state_dict().items())
+        assert all(torch.equal(model.state_dict()[k], v) for k, v in made[when][1].state_dict().items())
+        np.testing.assert_allclose(torch.stack(statistics), torch.stack(made[when][2]), rtol=1e-6)
+    obs, actions, next_obs = agentfloor.collect(saved["end"][0], saved["end"][2], 1, 16 * 250, 40)
+    assert obs.shape == (4000, 3) and actions.shape == (4000, 1)
+    agent = Agent(3, 1)
+    agent.load_state_dict(saved["end"][0])
+    normalised = ((obs - torch.tensor([-0.3, 0.1, -1.0])) / (torch.tensor([0.3, 1e-4, 9.0]) + 1e-8).sqrt()).clamp(
+        -10, 10
+    )
+    with torch.no_grad():
+        means = agent.actor_mean(normalised)
+    np.testing.assert_allclose(actions, means.clamp(-2.0, 2.0), atol=1e-5)
+    assert (actions.abs() == 2.0).float().mean() > 0.1  # the bounds were reached and held
+    world_step = np.arange(4000) // 16  # rows in (step, world) order
+    goes_on = (world_step % 200 != 199)[:-16]
+    np.testing.assert_array_equal(next_obs[:-16][goes_on], obs[16:][goes_on])
+    for i in (0, 7):  # each world's first observation is its seed's
+        np.testing.assert_array_equal(obs[i], make_continuous_env("PendulumMotorChange-v1").reset(seed=40 + i)[0])
+    env = make_continuous_env("PendulumMotorChange-v1")  # every step re-made from its state in the new world
+    motor_change(env).set_phase(1)
+    env.reset(seed=0)
+    for row_obs, action, row_next in zip(obs.double().numpy(), actions.numpy(), next_obs.numpy()):
+        env.unwrapped.state = np.array([np.arctan2(row_obs[1], row_obs[0]), row_obs[2]])
+        motor_change(env).last_obs = row_obs
+        np.testing.assert_allclose(env.step(action)[0], row_next, atol=1e-4)
+    assert motor_change(env).changed(obs.numpy(), actions.numpy()).mean() > 0.05  # where the new world differs
+
+    defaults = Args()
+    (row,) = agentfloor.probe(runs, [5], 0, steps=400, eval_steps=160)
+    heldout = {phase: continuous_heldout_tensors("PendulumMotorChange-v1", phase, 160, 80, "cpu") for phase in (0, 1)}
+    stats = {when: made[when][2] for when in made}
+    torch.manual_seed(5)
+    fresh = ForwardModel(3, 1, defaults.model_hidden_sizes, defaults.ensemble_size)
+    by_hand = lambda model, world, of: [raw_heldout_error(model, *d, *stats[of]) for d in heldout[world]]  # noqa: E731
+    np.testing.assert_allclose(row["A"], by_hand(fresh, 0, "change"), rtol=1e-6)
+    np.testing.assert_allclose(row["B"], by_hand(fresh, 1, "end"), rtol=1e-6)
+    np.testing.assert_allclose(row["D"], by_hand(fresh, 1, "change"), rtol=1e-6)
+    assert row["B"] == row["C"] and row["A"] != row["D"] != row["B"]
+    np.testing.assert_allclose(row["R change"], by_hand(made["change"][1], 0, "change"), rtol=1e-6)
+    np.testing.assert_allclose(row["R end"], by_hand(made["end"][1], 1, "end"), rtol=1e-6)
+
+    trained, real_train = [], agentfloor.floor.train
+
+    def recording_train(model, optimizer, data, statistics, *rest):
+        trained.append((data, statistics))
+        real_train(model, optimizer, data, statistics, *rest)
+
+    monkeypatch.setattr(agentfloor.floor, "train", recording_train)
+    (row,) = agentfloor.probe(runs, [5], 3, steps=400, eval_steps=160)
+    collected = {when: agentfloor.collect(saved[when][0], saved[when][2], phase, 400, agentfloor.COLLECT_SEED)
+                 for when, phase in (("change", 0), ("end", 1))}  # fmt: skip
+    expected = [("change", "change"), ("end", "end"), ("change", "change"), ("end", "end")]
+    expected += [("change", "change"), ("end", "change")]  # A; B; C: old, new; D: old, new with the change's statistics
+    assert len(trained) == len(expected)
+    for (data, statistics), (data_of, stats_of) in zip(trained, expected):
+        assert all(torch.equal(a, b) for a, b in zip(data, collected[data_of]))
+        np.testing.assert_allclose(torch.stack(statistics), torch.stack(stats[stats_of]), rtol=1e-6)
+    assert not torch.equal(collected["change"][0], collected["end"][0])
+    cells = agentfloor.markdown([row]).splitlines()[2].strip("| ").split(" | ")
+    pairs = [("C", "A"), ("D", "A"), ("B", "A"), ("R end", "R change")]
+    assert cells[-5:-1] == [f"{row[a][0] / row[b][0]:.2f} / {row[a][1] / row[b][1]:.2f}" for a, b in pairs]
+    # the run's level: the median of a phase's second half (an odd count keeps its middle); all: 2.5 before (2 3),
+    # 5.5 after (5 6); changed: 2 before (1 2 9 of 1 1 1 2 9), 5 after (2 5 7 of 3 4 2 5 7)
+    assert cells[-1] == f"{5.5 / 2.5:.2f} / {5 / 2:.2f}"
+
+    with pytest.raises(ValueError, match="0 runs of seed 6, not one with agent.pt and at-change.pt"):
+        agentfloor.run_dir(runs, 6)
+
+
 def test_the_continuous_page_quotes_the_floor_probe_s_table():
     """floor.md holds the seeds and update counts of the page's floor.py command; the ranges and levels the page gives
     for the probe are those of floor.md's cells (over the seeds, at the update count the page names)."""
-    (command,) = [c for c in continuous_page_commands() if c[1].endswith("floor.py")]
+    (command,) = [c for c in continuous_page_commands() if c[1].endswith("/floor.py")]
     seeds = command[command.index("--seeds") + 1 : command.index("--updates")]
     updates = command[command.index("--updates") + 1 : command.index(">")]
     table = (ROOT / "docs/results/continuous-interest/floor.md").read_text().splitlines()
@@ -2680,7 +2868,9 @@ def test_the_continuous_page_quotes_the_floor_probe_s_table():
         return f"{min(cells(count, column, part)):.2f}-{max(cells(count, column, part)):.2f}"
 
     page = " ".join((ROOT / "docs/results/continuous-interest/README.md").read_text().split())
-    probe = page.split("**Part of the rise may be the new world itself")[1].split("was not found.")[0]
+    probe = page.split("**Part of the rise may be the new world itself")[1].split("**The rest is the agents' data.**")[
+        0
+    ]
     first, second = updates
     assert f"seeds {seeds[0]}-{seeds[-1]})" in probe and len(seeds) == int(seeds[-1]) - int(seeds[0]) + 1
     assert f"trains the file's model {first} updates a phase" in probe and f"At {int(second):,} updates" in probe
