@@ -2664,8 +2664,9 @@ def test_the_floor_probe_trains_as_it_says_and_compares_like_with_like(monkeypat
 
 def fake_f1_run(root, seed):
     """A run folder as agentfloor.py reads it: at-change.pt, a checkpoint as the file writes it (its agent, model and
-    envs, whose first env's normaliser holds chosen statistics), and the end's saved agent, model and statistics; the
-    agents' std near 0 (their actions are their means), each agent, model and statistics its own."""
+    envs, whose first env's normaliser holds chosen statistics, after the last iteration before the change at 150,000),
+    and the end's saved agent, model and statistics; the agent at the end has a std near 0 (its actions are its means),
+    the one at the change a std of 0.5; each agent, model and statistics its own."""
     import gymnasium as gym
 
     from algos.ppo_continuous_poi_ensemble import Agent, Args, ForwardModel, make_env
@@ -2681,8 +2682,8 @@ def fake_f1_run(root, seed):
         torch.manual_seed(len(when))
         agent, model = Agent(3, 1), ForwardModel(3, 1, Args().model_hidden_sizes, Args().ensemble_size)
         with torch.no_grad():
-            agent.actor_logstd.fill_(-30.0)
-            agent.actor_mean[-1].weight.mul_(300.0)  # means beyond the action bounds too: clipped
+            agent.actor_logstd.fill_(-30.0 if when == "end" else np.log(0.5))
+            agent.actor_mean[-1].weight.mul_(300.0 if when == "end" else 1.0)  # means beyond the bounds too: clipped
         made[when] = agent, model, (torch.tensor(mean), torch.tensor(var))
     agent, model, (mean, var) = made["change"]
     envs = gym.vector.SyncVectorEnv([make_env("PendulumMotorChange-v1", i, False, None, 0.99) for i in range(2)])
@@ -2691,7 +2692,11 @@ def fake_f1_run(root, seed):
         while not isinstance(env, gym.wrappers.NormalizeObservation):
             env = env.env
         env.obs_rms.mean, env.obs_rms.var = (mean.double().numpy(), var.double().numpy()) if i == 0 else (0.0, 1.0)
-    save_checkpoint(folder, Args(), dict(agent=agent, model=model), dict(global_step=149_504, envs=env_state(envs)))
+    args = Args(change_steps=(150_000,), batch_size=2048)
+    values = dict(global_step=149_504, phase=0, envs=env_state(envs))
+    save_checkpoint(folder, args, dict(agent=agent, model=model), dict(values, phase=1))  # one the probe refuses
+    (folder / "checkpoint.pt").rename(folder / "in-phase-1.pt")
+    save_checkpoint(folder, args, dict(agent=agent, model=model), values)
     (folder / "checkpoint.pt").rename(folder / "at-change.pt")
     agent, model, (mean, var) = made["end"]
     torch.save(agent.state_dict(), folder / "agent.pt")
@@ -2716,8 +2721,9 @@ def fake_f1_run(root, seed):
 def test_the_continuous_page_quotes_the_agent_floor_probe_s_table():
     """agentfloor.md holds the seeds of the page's agentfloor.py command, and its runs' series those runs; the ranges
     and levels the page gives are agentfloor.md's cells over the seeds (the runs' rise also re-made from the committed
-    series), the study's F1 rise is made from the study's series, and the probe's rise against each run's own is the
-    ratio of the two columns."""
+    series), the study's F1 rise (range and median) is made from the study's series, the probe's rise against each run's
+    own and its models' is the ratio of the columns, and the random policy's rise (floor.md) is about two thirds of
+    these runs' on a log scale."""
     from common import analyze
 
     agentfloor = load_script("agentfloor", ROOT / "docs/results/continuous-interest/agentfloor.py")
@@ -2747,13 +2753,23 @@ def test_the_continuous_page_quotes_the_agent_floor_probe_s_table():
     rise, probe_rise = "the run's level after / before", "C/A"
     against = [[p / r for p, r in zip(cells(probe_rise, part), cells(rise, part))] for part in (0, 1)]
     c_over_d = [[c / d for c, d in zip(cells("C", part), cells("D", part))] for part in (0, 1)]
+    floor_rows = [line.strip("| ").split(" | ") for line in (study / "floor.md").read_text().splitlines()]
+    random_rise = [float(row[7].split(" / ")[0]) for row in floor_rows if re.match(r"\d", row[0]) and row[1] == "584"]
     page = " ".join((study / "README.md").read_text().split())
-    text = page.split("**The rest is the agents' data.**")[1].split("no loss of plasticity shows.")[0]
+    text = page.split("**Much of the rest may be the agents' data")[1].split("not accounted for by these four runs.")[0]
     assert f"seeds {seeds[0]}-{seeds[-1]}" in text and len(f1) == 10 and "584 updates a phase" in text
+    assert f"median {np.median(f1_rise):.1f})" in text
+    own_models = [c / r for c, r in zip(cells("C/A", 0), cells("R end/R change", 0))]
     quoted = [span(cells(rise, 0)), span(cells(rise, 1)), span(f1_rise), span(cells("C/A", 0)), span(cells("C/A", 1))]
-    quoted += ["1.64-1.85", span(against[0]), span(against[1]), span(cells("D/A", 0)), span(cells("D/A", 1))]
-    quoted += [span([c / b for c, b in zip(cells("C", 0), cells("B", 0))])]
+    quoted += [span(against[0]), span(against[1]), span(own_models), span(random_rise)]
+    quoted += [
+        span(cells("D/A", 0)),
+        span(cells("D/A", 1)),
+        span([c / b for c, b in zip(cells("C", 0), cells("B", 0))]),
+    ]
     assert re.findall(r"\d\.\d\d-\d\.\d\d(?!e)", text) == quoted
+    share = np.mean(np.log(random_rise)) / np.mean(np.log(cells(rise, 0)))  # "about two thirds ... on a log scale"
+    assert 0.6 < share < 0.72, share
     assert re.findall(r"(\d\.\d\d)e-4-(\d\.\d\d)e-4", text) == [
         (f"{min(cells(column, 0)) * 1e4:.2f}", f"{max(cells(column, 0)) * 1e4:.2f}") for column in ("A", "R change")
     ]
@@ -2797,8 +2813,27 @@ def test_the_agent_floor_probe_rolls_each_saved_agent_in_its_world_and_trains_as
     world_step = np.arange(4000) // 16  # rows in (step, world) order
     goes_on = (world_step % 200 != 199)[:-16]
     np.testing.assert_array_equal(next_obs[:-16][goes_on], obs[16:][goes_on])
-    for i in (0, 7):  # each world's first observation is its seed's
-        np.testing.assert_array_equal(obs[i], make_continuous_env("PendulumMotorChange-v1").reset(seed=40 + i)[0])
+    for i in (0, 7):  # worlds 0 and 7 re-made in a plain loop: from their seeds, reset after 200 steps
+        env = make_continuous_env("PendulumMotorChange-v1")
+        motor_change(env).set_phase(1)
+        state, _ = env.reset(seed=40 + i)
+        for t in range(250):
+            row = 16 * t + i
+            np.testing.assert_array_equal(obs[row], state)
+            state, _, terminated, truncated, _ = env.step(actions[row].numpy())
+            np.testing.assert_array_equal(next_obs[row], state)
+            if terminated or truncated:
+                assert t == 199
+                state, _ = env.reset()
+    # the agent at the change samples its policy: its mean and 0.5 times the generator's standard normal draws
+    change_obs, change_actions, _ = agentfloor.collect(saved["change"][0], saved["change"][2], 0, 16 * 3, 40)
+    agent.load_state_dict(saved["change"][0])
+    generator, (mean, var) = torch.Generator().manual_seed(40), made["change"][2]
+    with torch.no_grad():
+        means = agent.actor_mean(((change_obs - mean) / (var + 1e-8).sqrt()).clamp(-10, 10))
+    noise = torch.cat([torch.randn(16, 1, generator=generator) for _ in range(3)])
+    np.testing.assert_allclose(change_actions, (means + 0.5 * noise).clamp(-2.0, 2.0), atol=1e-5)
+    assert (change_actions - means).abs().mean() > 0.2
     env = make_continuous_env("PendulumMotorChange-v1")  # every step re-made from its state in the new world
     motor_change(env).set_phase(1)
     env.reset(seed=0)
@@ -2826,10 +2861,15 @@ def test_the_agent_floor_probe_rolls_each_saved_agent_in_its_world_and_trains_as
 
     def recording_train(model, optimizer, data, statistics, *rest):
         trained.append((data, statistics))
+        models.append((model, optimizer))
         real_train(model, optimizer, data, statistics, *rest)
 
+    models = []
     monkeypatch.setattr(agentfloor.floor, "train", recording_train)
     (row,) = agentfloor.probe(runs, [5], 3, steps=400, eval_steps=160)
+    # C and D go on with A's model and optimiser (Adam's moments) after the change, each its own
+    assert models[2] == models[3] and models[4] == models[5] and models[2][0] is not models[4][0]
+    assert len({id(model) for model, _ in models}) == 4 and len({id(opt) for _, opt in models}) == 4
     collected = {when: agentfloor.collect(saved[when][0], saved[when][2], phase, 400, agentfloor.COLLECT_SEED)
                  for when, phase in (("change", 0), ("end", 1))}  # fmt: skip
     expected = [("change", "change"), ("end", "end"), ("change", "change"), ("end", "end")]
@@ -2848,6 +2888,9 @@ def test_the_agent_floor_probe_rolls_each_saved_agent_in_its_world_and_trains_as
 
     with pytest.raises(ValueError, match="0 runs of seed 6, not one with agent.pt and at-change.pt"):
         agentfloor.run_dir(runs, 6)
+    (folder / "in-phase-1.pt").replace(folder / "at-change.pt")
+    with pytest.raises(ValueError, match="at-change.pt: step 149504, not the last checkpoint before the change"):
+        agentfloor.saved(folder, "change")
 
 
 def test_the_continuous_page_quotes_the_floor_probe_s_table():
@@ -2868,9 +2911,7 @@ def test_the_continuous_page_quotes_the_floor_probe_s_table():
         return f"{min(cells(count, column, part)):.2f}-{max(cells(count, column, part)):.2f}"
 
     page = " ".join((ROOT / "docs/results/continuous-interest/README.md").read_text().split())
-    probe = page.split("**Part of the rise may be the new world itself")[1].split("**The rest is the agents' data.**")[
-        0
-    ]
+    probe = page.split("**Part of the rise may be the new world itself")[1].split("**Much of the rest may be")[0]
     first, second = updates
     assert f"seeds {seeds[0]}-{seeds[-1]})" in probe and len(seeds) == int(seeds[-1]) - int(seeds[0]) + 1
     assert f"trains the file's model {first} updates a phase" in probe and f"At {int(second):,} updates" in probe

@@ -74,10 +74,14 @@ def saved(folder: Path, when: str) -> tuple[dict, ForwardModel, tuple[torch.Tens
     if when == "change":
         pickle_module = types.SimpleNamespace(Unpickler=Unpickler, load=pickle.load, __name__="pickle")
         checkpoint = torch.load(folder / "at-change.pt", weights_only=False, pickle_module=pickle_module)
-        args, state = checkpoint["args"], checkpoint["stateful"]
+        args, state, values = checkpoint["args"], checkpoint["stateful"], checkpoint["values"]
+        if values["phase"] != 0 or values["global_step"] + args.batch_size <= args.change_steps[0]:
+            raise ValueError(
+                f"{folder / 'at-change.pt'}: step {values['global_step']}, not the last checkpoint before the change"
+            )
         model = ForwardModel(3, 1, args.model_hidden_sizes, args.ensemble_size)  # Pendulum: 3 observed, 1 action
         model.load_state_dict(state["model"])
-        mean, var = observation_statistics(pickle.loads(checkpoint["values"]["envs"])["envs"][0])
+        mean, var = observation_statistics(pickle.loads(values["envs"])["envs"][0])
         return state["agent"], model.eval(), as_float32(mean, var)
     norm = np.load(folder / "obs_normalization.npz")  # each env's statistics at the end, env 0's first
     statistics = as_float32(norm["mean"][0], norm["var"][0])

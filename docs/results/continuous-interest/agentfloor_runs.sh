@@ -29,3 +29,12 @@ for ((i = 0; i < ${#seeds[@]}; i += 2)); do
   if ((i + 1 < ${#seeds[@]})); then one "${seeds[i + 1]}" & fi
   wait
 done
+failed=0
+for seed in "${seeds[@]}"; do  # each run finished, with the checkpoint at the change beside it
+  ok=0
+  for folder in "$out"/runs/*__F1__"$seed"__*; do
+    if [ -f "$folder/finished.json" ] && [ -f "$folder/at-change.pt" ]; then ok=1; fi
+  done
+  if ((!ok)); then echo "seed $seed: no finished run with at-change.pt (see $out/F1-$seed.log)" >&2; failed=1; fi
+done
+exit $failed
