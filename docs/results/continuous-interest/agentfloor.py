@@ -158,12 +158,7 @@ def probe(runs: Path, seeds, updates: int, steps: int, eval_steps: int) -> list[
             ("D", [("change", "change"), ("end", "change")], 1, "change"),
         ]
         for name, phases, world, measured_with in arms:
-            torch.manual_seed(seed)
-            generator = torch.Generator().manual_seed(seed)
-            model = ForwardModel(3, 1, floor.FILE.model_hidden_sizes, floor.FILE.ensemble_size)
-            optimizer = torch.optim.Adam(model.parameters(), lr=floor.LEARNING_RATE)
-            for data_of, stats_of in phases:
-                floor.train(model, optimizer, data[data_of], stats[stats_of], updates, generator)
+            model = floor.trained(seed, [(data[data_of], stats[stats_of]) for data_of, stats_of in phases], updates)
             row[name] = floor.errors(model, heldout[world], stats[measured_with])
         row["R change"] = floor.errors(models[0], heldout[0], stats["change"])
         row["R end"] = floor.errors(models[1], heldout[1], stats["end"])
@@ -184,9 +179,7 @@ def markdown(rows: list[dict]) -> str:
         "|-:|-:|" + "-|" * (len(names) + len(ratios) + 1),
     ]
     for row in rows:
-        pair = lambda errors: f"{errors[0]:.2e} / {errors[1]:.2e}"  # noqa: E731
-        ratio = lambda top, bottom: f"{top[0] / bottom[0]:.2f} / {top[1] / bottom[1]:.2f}"  # noqa: E731
-        cells = [pair(row[name]) for name in names] + [ratio(row[a], row[b]) for a, b in ratios]
+        cells = [floor.pair(row[name]) for name in names] + [floor.ratio(row[a], row[b]) for a, b in ratios]
         cells.append("{:.2f} / {:.2f}".format(*row["run's rise"]))
         out.append(f"| {row['seed']} | {row['updates']} | " + " | ".join(cells) + " |")
     notes = ["", "Each cell: on all held-out transitions / on those the change acts on. The run's level: the median of"]

@@ -65,6 +65,19 @@ def train(model, optimizer, data, statistics, updates: int, generator) -> None:
         done += len(rows) // BATCH
 
 
+def trained(seed: int, phases, updates: int) -> ForwardModel:
+    """A fresh model of the file's defaults (its initialisation and its rollouts' draws seeded by `seed`), trained
+    `updates` updates on each of `phases`' (data, statistics) in turn with one optimiser, as a run's model goes on
+    from one phase to the next."""
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    model = ForwardModel(3, 1, FILE.model_hidden_sizes, FILE.ensemble_size)
+    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+    for data, statistics in phases:
+        train(model, optimizer, data, statistics, updates, generator)
+    return model
+
+
 def errors(model, heldout, statistics) -> list[float]:
     """The held-out errors (all, changed) in raw units."""
     return [raw_heldout_error(model, *data, *statistics) for data in heldout]
@@ -81,15 +94,20 @@ def probe(seeds, updates_list, steps: int, eval_steps: int) -> list[dict]:
         for updates in updates_list:
             row = dict(seed=seed, updates=updates)
             for name, phases in (("A", (0,)), ("B", (1,)), ("C", (0, 1))):
-                torch.manual_seed(seed)
-                generator = torch.Generator().manual_seed(seed)
-                model = ForwardModel(3, 1, FILE.model_hidden_sizes, FILE.ensemble_size)
-                optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
-                for phase in phases:
-                    train(model, optimizer, sets[phase], statistics, updates, generator)
+                model = trained(seed, [(sets[phase], statistics) for phase in phases], updates)
                 row[name] = errors(model, heldout[phases[-1]], statistics)
             rows.append(row)
     return rows
+
+
+def pair(errors) -> str:
+    """A table cell: the errors on all held-out transitions / on those the change acts on."""
+    return f"{errors[0]:.2e} / {errors[1]:.2e}"
+
+
+def ratio(top, bottom) -> str:
+    """A table cell: the ratio of two arms' errors, on all held-out transitions / on the changed ones."""
+    return f"{top[0] / bottom[0]:.2f} / {top[1] / bottom[1]:.2f}"
 
 
 def markdown(rows: list[dict]) -> str:
@@ -98,8 +116,6 @@ def markdown(rows: list[dict]) -> str:
         "|-:|-:|-|-|-|-|-|-|",
     ]
     for row in rows:
-        pair = lambda errors: f"{errors[0]:.2e} / {errors[1]:.2e}"  # noqa: E731
-        ratio = lambda top, bottom: f"{top[0] / bottom[0]:.2f} / {top[1] / bottom[1]:.2f}"  # noqa: E731
         a, b, c = row["A"], row["B"], row["C"]
         out.append(
             f"| {row['seed']} | {row['updates']} | {pair(a)} | {pair(b)} | {pair(c)} "
