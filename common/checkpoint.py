@@ -78,11 +78,13 @@ def algorithm_file(args) -> str:
 
 def load_checkpoint(path: Path) -> dict:
     """The checkpoint in `path`; ValueError, naming what is wrong in one line, for a file that cannot be read (cut
-    short, damaged: torch.load raises one of many errors then) or that holds something other than a checkpoint."""
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as error:  # noqa: BLE001 (unpickling a damaged file can raise almost anything)
-        raise ValueError(first_line(error)) from None
+    short, damaged: torch.load raises one of many errors then) or that holds something other than a checkpoint;
+    OSError for one that cannot be opened (permissions): it may be whole, so no one should replace it."""
+    with open(path, "rb") as file:
+        try:
+            checkpoint = torch.load(file, map_location="cpu", weights_only=False)
+        except Exception as error:  # noqa: BLE001 (unpickling a damaged file can raise almost anything)
+            raise ValueError(first_line(error)) from None
     if not (isinstance(checkpoint, dict) and all(key in checkpoint for key in CHECKPOINT_KEYS)):
         raise ValueError(f"not a checkpoint: no {', '.join(CHECKPOINT_KEYS)}")
     return checkpoint
@@ -92,7 +94,8 @@ def read_checkpoint(args) -> dict:
     """`args.resume`'s checkpoint, its arguments in place of `args`' (with `resume` kept); the one
     before it, with a warning, if the last one cannot be read (then its `read_from` is
     checkpoint.prev.pt: the run's next checkpoint must not replace it with the unreadable one). Raises
-    ValueError if there is none, if neither can be read, if another algorithm file wrote it (checked
+    ValueError if there is none, if the last one cannot be opened (not damaged: left for the user to
+    mend), if neither can be read, if another algorithm file wrote it (checked
     before anything is written into the run folder), or if a flag given with --resume differs from the
     run's own (a flag left at its default is not given: a sweep may repeat the run's command; nor is
     `auto`, which the run resolved to what it saved)."""
@@ -108,6 +111,8 @@ def read_checkpoint(args) -> dict:
         )
     try:
         checkpoint = load_checkpoint(path)
+    except OSError as error:  # not shown to be damaged: the run's next checkpoint must not replace it
+        raise ValueError(f"--resume {args.resume}: {CHECKPOINT} cannot be opened ({first_line(error)})") from None
     except ValueError as error:
         if not previous.is_file():
             raise ValueError(
@@ -115,7 +120,7 @@ def read_checkpoint(args) -> dict:
             ) from None
         try:
             checkpoint = load_checkpoint(previous)
-        except ValueError as previous_error:
+        except (OSError, ValueError) as previous_error:
             raise ValueError(
                 f"--resume {args.resume}: neither {CHECKPOINT} ({error}) nor {PREVIOUS_CHECKPOINT} ({previous_error}) "
                 f"can be read"

@@ -202,6 +202,35 @@ def test_the_checkpoint_before_the_last_is_kept_and_read_when_the_last_cannot_be
     assert "\n" not in str(error.value) + str(other.value)
 
 
+def test_a_checkpoint_that_cannot_be_opened_is_named_and_neither_read_around_nor_replaced(tmp_path, monkeypatch):
+    """A permission error (as root, which reads any file, made by refusing the open) says nothing about the file's
+    bytes: falling back to checkpoint.prev.pt would let the run's next checkpoint replace a whole one."""
+    import builtins
+
+    from algos.ppo import Args
+    from common.checkpoint import PREVIOUS_CHECKPOINT, read_checkpoint, save_checkpoint
+
+    save_checkpoint(tmp_path, Args(), {}, dict(global_step=1))
+    save_checkpoint(tmp_path, Args(), {}, dict(global_step=2))
+    files = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    real_open, refused = builtins.open, tmp_path / CHECKPOINT
+
+    def open_refusing(file, *args, **kwargs):
+        if isinstance(file, (str, Path)) and Path(file) == refused:
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", open_refusing)
+    with pytest.raises(ValueError) as error:
+        read_checkpoint(Args(resume=str(tmp_path)))
+    assert str(error.value).startswith(f"--resume {tmp_path}: {CHECKPOINT} cannot be opened (")
+    assert "Permission denied" in str(error.value) and "\n" not in str(error.value)
+    refused = tmp_path / PREVIOUS_CHECKPOINT  # the last one opens: the one before is not needed
+    assert read_checkpoint(Args(resume=str(tmp_path)))["values"]["global_step"] == 2
+    monkeypatch.undo()
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == files
+
+
 def test_resume_refuses_a_checkpoint_of_another_file(tmp_path):
     from algos import ppo, ppo_poi_grad
     from common.checkpoint import read_checkpoint, save_checkpoint
