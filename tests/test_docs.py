@@ -42,6 +42,15 @@ def test_every_algorithm_page_is_in_the_site_nav():
         assert f"algorithms/{path.stem}.md" in nav
 
 
+def test_every_study_page_is_in_the_site_nav_and_on_its_home_page():
+    """A study's page (a results folder's README.md) is found from the site's menu and from the home's list."""
+    nav, home = (ROOT / "mkdocs.yml").read_text(), (ROOT / "docs" / "index.md").read_text()
+    pages = [f"results/{path.parent.name}/README.md" for path in sorted((ROOT / "docs/results").glob("*/README.md"))]
+    assert len(pages) >= 20
+    assert not [page for page in pages if page not in nav]
+    assert not [page for page in pages if f"]({page})" not in home]
+
+
 def test_the_tree_is_formatted():
     """`ruff format .` (settings in pyproject.toml) leaves every file as it is."""
     result = subprocess.run(
