@@ -820,6 +820,31 @@ def test_the_mujoco_comparison_scores_runs_as_rlops_and_applies_the_bound_by_han
     assert bad.returncode == 1 and bad.stderr == "error: Hopper-v5__m__1__1001 logged no episode\n"
 
 
+def test_the_mujoco_curves_average_each_20k_steps_episodes_as_worked_by_hand(tmp_path):
+    curves = load_script("curves", ROOT / "docs/results/ppo-continuous-mujoco/curves.py")
+    count = [1] * 10 + [0] * 10 + [2] * 5  # 50k steps of 2,000-step bins: the middle 20k without an episode
+    bins = {"bin": 2000, "count": count, "return": [float(i) * c for i, c in enumerate(count)], "length": count}
+    steps, means = curves.curve(bins)
+    assert steps.tolist() == [20_000, 40_000, 60_000]  # the last window holds the run's last 10k steps
+    assert means[0] == 4.5 and np.isnan(means[1]) and means[2] == 22.0  # (20 + ... + 24) x 2 / 10
+    with pytest.raises(ValueError, match="not a whole number of the series' 2000-step bins"):
+        curves.curve(bins, width=5000)
+    phases = [{"start": 0, "last_100_episodes": 10.0, "solved_at": None}]
+    records = [
+        dict(
+            run=f"r{seed}", env="Hopper-v5", method="m", seed=seed, finished=True, tags={}, episodes=bins, phases=phases
+        )
+        for seed in (1, 2)
+    ]
+    series.write(records, tmp_path / "s.jsonl.gz")
+    script = [ROOT / "docs/results/ppo-continuous-mujoco/curves.py", tmp_path / "s.jsonl.gz", "m", "Hopper-v5=1,1"]
+    made = forked.run([*script, "--out", tmp_path / "c.png"], ROOT)
+    assert made.returncode == 0 and (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG", made.stderr
+    for flags, message in ((["--out", tmp_path / "c.svg"], "--out must name a .png"), ([], "--out")):
+        bad = forked.run([*script, *flags], ROOT)
+        assert bad.returncode in (1, 2) and bad.stderr.count("\n") == 1 and message in bad.stderr, bad.stderr
+
+
 def test_the_mujoco_plans_compare_the_runs_their_sweeps_label(tmp_path):
 
     from common import sweep

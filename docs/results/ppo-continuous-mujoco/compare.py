@@ -78,19 +78,24 @@ def rows(path: Path, method: str, reference: dict[str, tuple[float, float]]) -> 
     return out
 
 
+def parse_reference(items: list[str]) -> dict[str, tuple[float, float]]:
+    """`ENV=MEAN,STD` arguments as {env: (mean, std)}; ValueError naming the first that is not one."""
+    reference = {}
+    for item in items:
+        env, _, numbers = item.partition("=")
+        try:
+            their_mean, their_std = (float(x) for x in numbers.split(","))
+        except ValueError:
+            raise ValueError(f"not ENV=MEAN,STD: {item!r}") from None
+        reference[env] = (their_mean, their_std)
+    return reference
+
+
 def main(argv: list[str]) -> int:
     try:
         if len(argv) < 3:
             raise ValueError("usage: compare.py SERIES METHOD ENV=MEAN,STD [ENV=MEAN,STD ...]")
-        reference = {}
-        for item in argv[2:]:
-            env, _, numbers = item.partition("=")
-            try:
-                their_mean, their_std = (float(x) for x in numbers.split(","))
-            except ValueError:
-                raise ValueError(f"not ENV=MEAN,STD: {item!r}") from None
-            reference[env] = (their_mean, their_std)
-        table = rows(Path(argv[0]), argv[1], reference)
+        table = rows(Path(argv[0]), argv[1], parse_reference(argv[2:]))
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
