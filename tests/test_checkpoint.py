@@ -81,6 +81,35 @@ def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, shar
     assert read_scalars(run_dir) == accumulator_scalars(run_dir)  # two event files, the second one purging
 
 
+@pytest.mark.parametrize("key", by_reference(["ppo.py"]))
+def test_a_resume_from_the_checkpoint_before_a_damaged_one_ends_as_the_uninterrupted_run(tmp_path, shared_run, key):
+    """Checkpoints every iteration, the last one cut short after the stop: the resume warns in one line, goes on
+    from checkpoint.prev.pt (an iteration earlier), drops what was logged after it (purge_step) and ends as the
+    reference run, which checkpointed at its default (never, in 7 iterations)."""
+    from common.checkpoint import PREVIOUS_CHECKPOINT
+
+    script, flags = reference(key)
+    interrupted = start(script, tmp_path / "interrupted", *flags, "--checkpoint-every", "1")
+    assert interrupted.stdout.readline().startswith("run folder: ")
+    for _ in range(4):
+        assert interrupted.stdout.readline().startswith("step")
+    time.sleep(0.05)
+    interrupted.send_signal(signal.SIGINT)
+    interrupted.communicate(timeout=120)
+    (run_dir,) = (tmp_path / "interrupted").iterdir()
+    assert interrupted.returncode == 130 and (run_dir / PREVIOUS_CHECKPOINT).is_file()
+    last_step = read_scalars(run_dir)["charts/phase"][-1][0]  # the stop's checkpoint; the one before, a batch earlier
+    data = (run_dir / CHECKPOINT).read_bytes()
+    (run_dir / CHECKPOINT).write_bytes(data[: len(data) // 2])
+    resume = forked.run([ROOT / script, "--resume", run_dir], tmp_path / "interrupted", timeout=120)
+    assert resume.returncode == 0, resume.stderr[-2000:]
+    (warning,) = resume.stderr.splitlines()
+    assert warning.startswith(f"warning: {run_dir / CHECKPOINT} cannot be read (")
+    assert warning.endswith(f"(step {last_step - 2 * 64})")  # --num-envs x --num-steps
+    assert scalars_without_timing(run_dir) == scalars_without_timing(shared_run(script, *flags))
+    assert read_scalars(run_dir) == accumulator_scalars(run_dir)
+
+
 def test_a_resumed_run_drops_what_was_logged_after_its_checkpoint(tmp_path):
     """A run killed after its checkpoint logged steps past it: purge_step drops them on resume, in
     common.tb's reader as in TensorBoard's."""
