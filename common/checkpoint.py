@@ -112,7 +112,10 @@ def read_checkpoint(args) -> dict:
     try:
         checkpoint = load_checkpoint(path)
     except OSError as error:  # not shown to be damaged: the run's next checkpoint must not replace it
-        raise ValueError(f"--resume {args.resume}: {CHECKPOINT} cannot be opened ({first_line(error)})") from None
+        raise ValueError(
+            f"--resume {args.resume}: {CHECKPOINT} cannot be opened ({first_line(error)}): mend that, or move it aside "
+            f"to resume from {PREVIOUS_CHECKPOINT}"
+        ) from None
     except ValueError as error:
         if not previous.is_file():
             raise ValueError(

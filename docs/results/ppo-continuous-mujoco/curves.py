@@ -1,5 +1,6 @@
 """The MuJoCo plans' learning curves: each run's mean training return per 20k steps, from a study's series, one panel
-per env, with the published table's mean (and the comparison's bound about it, compare.py) as a reference at the end.
+per env, no verdict of their own. Over the last 100k steps, the published table's mean and the comparison's bound
+about it (compare.py), which apply to the mean over runs of each run's last 100 episodes, not to a run's curve.
 
     python docs/results/ppo-continuous-mujoco/curves.py docs/results/ppo-continuous-mujoco/series.jsonl.gz \\
         ppo_continuous_poi_ensemble-int-coef-0 Hopper-v5=2382.86,271.74 HalfCheetah-v5=1442.64,46.03 \\
@@ -60,15 +61,23 @@ def main(argv: list[str] | None = None) -> int:
 
     fig, axes = plt.subplots(1, len(reference), figsize=(5 * len(reference), 3.6), squeeze=False)
     for ax, env in zip(axes[0], reference):
+        drawn = []
         for rec in sorted((rec for rec in runs if rec["env"] == env), key=lambda rec: rec["seed"]):
-            steps, returns = curve(rec["episodes"])
-            ax.plot(steps / 1e6, returns, linewidth=1, label=f"seed {rec['seed']}")
+            drawn.append(curve(rec["episodes"]))
+            ax.plot(drawn[-1][0] / 1e6, drawn[-1][1], linewidth=1, label=f"seed {rec['seed']}")
         row = rows[env]
-        ax.axhline(row["their_mean"], color="black", linestyle="--", linewidth=1, label="the table's mean")
-        ax.axhspan(row["their_mean"] - row["tolerance"], row["their_mean"] + row["tolerance"], color="grey", alpha=0.15)
+        end = max(steps[-1] for steps, _ in drawn) / 1e6
+        last = [end - compare.WINDOW / 1e6, end]
+        ax.plot(last, [row["their_mean"]] * 2, color="black", linestyle="--", linewidth=1, label="the table's mean")
+        low, high = row["their_mean"] - row["tolerance"], row["their_mean"] + row["tolerance"]
+        ax.fill_between(last, low, high, color="grey", alpha=0.3, label="compare.py's bound")
         ax.set(title=env, xlabel="steps (millions)", ylabel=f"mean training return per {WIDTH // 1000}k steps")
         ax.legend(fontsize=7)
-    fig.suptitle(f"{args.method}: the band is the comparison's bound about the table's mean (compare.py)", fontsize=9)
+    fig.suptitle(
+        f"{args.method}: the runs' curves; the bound (last 100k steps) is for the mean over runs of their last 100 "
+        "episodes",
+        fontsize=8,
+    )
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=110)
