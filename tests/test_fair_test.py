@@ -845,6 +845,22 @@ def test_the_mujoco_curves_average_each_20k_steps_episodes_as_worked_by_hand(tmp
         assert bad.returncode in (1, 2) and bad.stderr.count("\n") == 1 and message in bad.stderr, bad.stderr
 
 
+def test_the_ppo_mujoco_page_s_tables_re_make_from_its_committed_series():
+    """compare.md and compare-v4.md are compare.py's output on the committed series (the plan's commands), and the
+    page quotes their rows."""
+    folder = ROOT / "docs/results/ppo-continuous-mujoco"
+    page = (folder / "README.md").read_text()
+    for name, table, reference in (
+        ("series.jsonl.gz", "compare.md", ["Hopper-v5=2382.86,271.74", "HalfCheetah-v5=1442.64,46.03"]),
+        ("series-v4.jsonl.gz", "compare-v4.md", ["HalfCheetah-v4=1442.64,46.03"]),
+    ):
+        made = forked.run(
+            [folder / "compare.py", folder / name, "ppo_continuous_poi_ensemble-int-coef-0", *reference], ROOT
+        )
+        assert made.returncode == 0 and made.stdout == (folder / table).read_text(), made.stderr
+        assert all(row in page for row in made.stdout.splitlines()[2:])
+
+
 def test_the_mujoco_plans_compare_the_runs_their_sweeps_label(tmp_path):
 
     from common import sweep
