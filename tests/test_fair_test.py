@@ -859,6 +859,16 @@ def test_the_ppo_mujoco_page_s_tables_re_make_from_its_committed_series():
         )
         assert made.returncode == 0 and made.stdout == (folder / table).read_text(), made.stderr
         assert all(row in page for row in made.stdout.splitlines()[2:])
+    # the v4 runs logged what the v5 runs did: their records differ in the run's name and env alone
+    v5, v4 = (
+        {rec["seed"]: rec for rec in series.read(folder / name) if "HalfCheetah" in rec["env"]}
+        for name in ("series.jsonl.gz", "series-v4.jsonl.gz")
+    )
+    assert sorted(v4) == sorted(v5) == [701, 702, 703]
+    for seed in v4:
+        assert {k: v for k, v in v4[seed].items() if k not in ("run", "env")} == {
+            k: v for k, v in v5[seed].items() if k not in ("run", "env")
+        }
 
 
 def test_the_mujoco_plans_compare_the_runs_their_sweeps_label(tmp_path):
