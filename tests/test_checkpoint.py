@@ -34,6 +34,20 @@ def start(script, runs_dir, *flags):
     return forked.start([ROOT / script, "--runs-dir", runs_dir, *flags], runs_dir.parent)
 
 
+def stopped(script, runs_dir, flags, progress_lines, pause=0.05):
+    """The run started in `runs_dir` and sent Ctrl-C `pause` seconds after its `progress_lines`-th progress line: its
+    ended process, its stderr and its run folder."""
+    interrupted = start(script, runs_dir, *flags)
+    assert interrupted.stdout.readline().startswith("run folder: ")
+    for _ in range(progress_lines):
+        assert interrupted.stdout.readline().startswith("step")
+    time.sleep(pause)
+    interrupted.send_signal(signal.SIGINT)
+    _, err = interrupted.communicate(timeout=120)
+    (run_dir,) = runs_dir.iterdir()
+    return interrupted, err, run_dir
+
+
 @pytest.mark.parametrize(
     "key",
     by_reference([k for k in sorted(FLAGS) if not k.startswith("sac")])
@@ -45,8 +59,6 @@ def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, shar
     is the command line the run printed, in a fresh interpreter: every file's start-up from the command line
     (forked for a variant, whose file starts afresh under its own key)."""
     script, flags = reference(key)
-    interrupted = start(script, tmp_path / "interrupted", *flags)
-    assert interrupted.stdout.readline().startswith("run folder: ")
     # an iteration prints its line, then checkpoints if asked to stop; the signal comes a little after the last line
     # read, so the stop comes at the end of the next iteration. A discrete file stops after its fifth of seven
     # iterations (at 640, after the change at 320: the checkpoint holds the new colour, pending in the worlds whose
@@ -55,13 +67,8 @@ def test_an_interrupted_run_resumed_ends_as_the_uninterrupted_run(tmp_path, shar
     # end). SAC stops only where it logs, every 1,000 steps: the signal goes at once, while it writes its checkpoint
     # at step 2,000 of 2,400 (each after a change, before another).
     progress_lines = 1 if key.startswith("ppo_continuous") else 2 if key.startswith("sac") else 4
-    for _ in range(progress_lines):
-        assert interrupted.stdout.readline().startswith("step")
-    if not key.startswith("sac"):
-        time.sleep(0.05)
-    interrupted.send_signal(signal.SIGINT)
-    _, err = interrupted.communicate(timeout=120)
-    (run_dir,) = (tmp_path / "interrupted").iterdir()
+    pause = 0 if key.startswith("sac") else 0.05
+    interrupted, err, run_dir = stopped(script, tmp_path / "interrupted", flags, progress_lines, pause)
     last_step, phase = read_scalars(run_dir)["charts/phase"][-1]
     total = int(flags[flags.index("--total-timesteps") + 1])
     assert phase >= 1 and last_step < total  # stopped after a change, with iterations left to resume
@@ -89,14 +96,7 @@ def test_a_resume_from_the_checkpoint_before_a_damaged_one_ends_as_the_uninterru
     from common.checkpoint import PREVIOUS_CHECKPOINT
 
     script, flags = reference(key)
-    interrupted = start(script, tmp_path / "interrupted", *flags, "--checkpoint-every", "1")
-    assert interrupted.stdout.readline().startswith("run folder: ")
-    for _ in range(4):
-        assert interrupted.stdout.readline().startswith("step")
-    time.sleep(0.05)
-    interrupted.send_signal(signal.SIGINT)
-    interrupted.communicate(timeout=120)
-    (run_dir,) = (tmp_path / "interrupted").iterdir()
+    interrupted, _, run_dir = stopped(script, tmp_path / "interrupted", [*flags, "--checkpoint-every", "1"], 4)
     assert interrupted.returncode == 130 and (run_dir / PREVIOUS_CHECKPOINT).is_file()
     # charts/phase is logged every iteration: the stop's checkpoint is at its last step, the one before at the one
     # before it
